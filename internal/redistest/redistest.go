@@ -1,0 +1,181 @@
+// Package redistest starts a private redis-server for tests.
+//
+// Each call to Start runs a fresh redis-server bound to 127.0.0.1 on a free
+// port, with persistence off, and waits until it answers PING. Close stops that
+// process (by its own PID) and removes its directory. If redis-server is not
+// installed, Start returns an error that says how to install it: tests must fail
+// loudly, never skip.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotInstalled reports that no redis-server binary is on PATH.
+var ErrNotInstalled = errors.New("redistest: redis-server not found in PATH; install it (Debian/Ubuntu: apt-get update && apt-get install -y redis-server)")
+
+// Server is a running private redis-server.
+type Server struct {
+	// Addr is host:port of the server, always on 127.0.0.1.
+	Addr string
+	// Dir is the server's working directory (removed by Close).
+	Dir string
+
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	closeOnce sync.Once
+}
+
+// Start launches redis-server on a free loopback port with the given extra
+// arguments (e.g. "--cluster-enabled", "yes") and waits up to 10 s for it to
+// answer PING. The caller must Close it.
+func Start(extra ...string) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	var lastErr error
+	// A free port can be taken by someone else between our probe and
+	// redis-server's bind; a few attempts make that race harmless.
+	for attempt := 0; attempt < 5; attempt++ {
+		s, err := start(bin, extra)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func start(bin string, extra []string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	args := append([]string{
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", dir,
+		"--protected-mode", "no",
+		"--loglevel", "warning",
+	}, extra...)
+	cmd := exec.Command(bin, args...)
+	stderr, err := os.Create(dir + "/redis.log")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	// Own process group, so a signal to the test binary's group does not
+	// race our orderly shutdown.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		stderr.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("redistest: start %s: %w", bin, err)
+	}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, cmd: cmd, exited: make(chan struct{})}
+	go func() { // owned by s; ends when the process exits (Close makes it exit)
+		cmd.Wait()
+		stderr.Close()
+		close(s.exited)
+	}()
+	if err := s.waitReady(10 * time.Second); err != nil {
+		log := tail(dir + "/redis.log")
+		s.Close()
+		return nil, fmt.Errorf("redistest: redis-server on port %d did not come up: %w; log: %s", port, err, log)
+	}
+	return s, nil
+}
+
+func (s *Server) waitReady(limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	for {
+		err := c.Ping(ctx).Err()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-s.exited:
+			return errors.New("process exited")
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Client returns a new client for the server; the caller closes it.
+func (s *Server) Client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr})
+}
+
+// Close stops the server (SIGTERM, then SIGKILL after 5 s) and removes its
+// directory. It is safe to call more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(5 * time.Second):
+			s.cmd.Process.Kill()
+			<-s.exited
+		}
+		os.RemoveAll(s.Dir)
+	})
+}
+
+// Pause stops the server process (SIGSTOP) until Resume: it keeps its
+// connections and data but answers nothing, like a host that froze.
+func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redistest: find free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > 10 {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, " | ")
+}
