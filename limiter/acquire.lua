@@ -1,0 +1,25 @@
+-- acquire.lua: ModeAtomic's whole acquire in one round trip.
+-- KEYS: see common.lua.
+-- ARGV[1] entry id        ARGV[2] limit        ARGV[3] lease ms
+-- ARGV[4] key TTL ms      ARGV[5] '1' = join the line when not granted, '0' = leave
+-- Returns {state, server ms, rank, wait ms}; state 1 granted, 2 queued, 3 busy,
+-- 4 contended (ModeLocked holds the site lock: retry after wait ms).
+local id, limit, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = now_ms()
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return {4, now, -1, math.max(1, redis.call('PTTL', KEYS[4]))}
+end
+prune(now, lease)
+local rank = redis.call('ZCARD', KEYS[2])
+local nxt = next_at()
+local free = rank < limit and now >= nxt
+if free or ARGV[5] == '1' then
+  local c = redis.call('INCR', KEYS[3])
+  redis.call('ZADD', KEYS[1], now, id)
+  redis.call('ZADD', KEYS[2], c, id)
+  touch(ttl)
+end
+if free then
+  return {1, now, rank, 0}
+end
+return {ARGV[5] == '1' and 2 or 3, now, rank, wait_hint(now, lease, rank, limit, nxt)}

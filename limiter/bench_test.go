@@ -1,0 +1,134 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// p50 returns the median of ds (sorted in place).
+func p50(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// BenchmarkAcquireRelease: one uncontended acquire+release per op, next to
+// its physical limit, two PINGs (acquire and release are one round trip
+// each at best). Each op is preceded by two PINGs on the same client, so both
+// figures see the same machine state; ratio-2ping = p50(op) / p50(2 PINGs).
+func BenchmarkAcquireRelease(b *testing.B) {
+	for _, mode := range []Mode{ModeLocked, ModeAtomic} {
+		b.Run(mode.String(), func(b *testing.B) {
+			rdb := newClient(b)
+			l := newLimiter(b, rdb, Options{Mode: mode})
+			ctx := context.Background()
+			ops := make([]time.Duration, 0, b.N)
+			pings := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				rdb.Ping(ctx)
+				rdb.Ping(ctx)
+				t1 := time.Now()
+				p, err := l.Acquire(ctx, "solo.example", 3)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+				ops = append(ops, time.Since(t1))
+				pings = append(pings, t1.Sub(t0))
+			}
+			b.StopTimer()
+			op, ping := p50(ops), p50(pings)
+			b.ReportMetric(float64(op.Microseconds()), "p50-µs")
+			b.ReportMetric(float64(ping.Microseconds()), "2ping-p50-µs")
+			b.ReportMetric(float64(op)/float64(ping), "ratio-2ping")
+		})
+	}
+}
+
+// BenchmarkManySites: 64 goroutines over 1000 sites (limit 3), acquire+release
+// pairs per second.
+func BenchmarkManySites(b *testing.B) {
+	for _, mode := range []Mode{ModeLocked, ModeAtomic} {
+		b.Run(mode.String(), func(b *testing.B) {
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
+			defer rdb.Close()
+			l := newLimiter(b, rdb, Options{Mode: mode})
+			ctx := context.Background()
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for g := 0; g < 64; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						p, err := l.Acquire(ctx, fmt.Sprintf("s%d.example", i%1000), 3)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						p.Release(ctx)
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pairs/s")
+		})
+	}
+}
+
+// BenchmarkHotSite: 32 waiters on one site with limit 3, each holding its
+// permit 2 ms. The ideal is 3 / 2 ms = 1500 grants/s; pct-ideal is how close
+// the hand-off gets.
+func BenchmarkHotSite(b *testing.B) {
+	for _, mode := range []Mode{ModeLocked, ModeAtomic} {
+		b.Run(mode.String(), func(b *testing.B) {
+			const waiters, limit = 32, 3
+			hold, _ := time.ParseDuration(os.Getenv("HOLD"))
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: waiters + 4})
+			defer rdb.Close()
+			l := newLimiter(b, rdb, Options{Mode: mode})
+			ctx := context.Background()
+			n := max(b.N, 300)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for g := 0; g < waiters; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(n) {
+						p, err := l.Acquire(ctx, "hot.example", limit)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						time.Sleep(hold)
+						p.Release(ctx)
+					}
+				}()
+			}
+			wg.Wait()
+			rate := float64(n) / time.Since(start).Seconds()
+			b.ReportMetric(rate, "grants/s")
+			b.ReportMetric(100*rate*hold.Seconds()/limit, "pct-ideal")
+		})
+	}
+}

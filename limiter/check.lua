@@ -1,0 +1,22 @@
+-- check.lua: heartbeat an entry (permit or waiter) and report where it stands.
+-- Used by waiters to see whether they have reached the front, and as Refresh
+-- for held permits. Needs no lock: an entry's rank can only fall.
+-- KEYS: see common.lua.
+-- ARGV[1] entry id   ARGV[2] limit   ARGV[3] lease ms   ARGV[4] key TTL ms
+-- Returns {state, server ms, rank, wait ms}; state 1 granted, 2 queued,
+-- 5 lost (the entry's lease had run out, or it was released).
+local id, limit, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = now_ms()
+prune(now, lease)
+local rank = redis.call('ZRANK', KEYS[2], id)
+if not rank then
+  redis.call('ZREM', KEYS[1], id)
+  return {5, now, -1, 0}
+end
+redis.call('ZADD', KEYS[1], 'XX', now, id)
+touch(ttl)
+local nxt = next_at()
+if rank < limit and now >= nxt then
+  return {1, now, rank, 0}
+end
+return {2, now, rank, wait_hint(now, lease, rank, limit, nxt)}

@@ -1,0 +1,39 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrBusy is returned by TryAcquire when the site has no free permit (or its
+	// crawl delay has not passed). The error is a *BusyError that says how long
+	// to wait before trying again.
+	ErrBusy = errors.New("limiter: site busy")
+	// ErrPermitLost means a permit's lease ran out before it was refreshed (the
+	// holder stalled, Redis was unreachable, or Redis lost its data): another
+	// worker may already hold the slot, so work under the permit must stop.
+	ErrPermitLost = errors.New("limiter: permit lost")
+	// ErrClosed is returned by calls on a Limiter after Close.
+	ErrClosed = errors.New("limiter: closed")
+	// ErrInvalid wraps bad arguments: an empty or unusable site name, a limit
+	// below 1, a negative delay.
+	ErrInvalid = errors.New("limiter: invalid argument")
+)
+
+// BusyError is the error TryAcquire returns when a site is full. It matches
+// ErrBusy with errors.Is.
+type BusyError struct {
+	Site string
+	// Wait is a hint from Redis: how long until a permit can free up without a
+	// release (the oldest lease runs out, or the crawl delay passes).
+	Wait time.Duration
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("limiter: site %s busy (retry in %s)", e.Site, e.Wait)
+}
+
+// Unwrap makes errors.Is(err, ErrBusy) true.
+func (e *BusyError) Unwrap() error { return ErrBusy }

@@ -1,0 +1,250 @@
+// Package limiter is a distributed, fair counting semaphore per site, kept in
+// Redis, for crawler workers on many hosts.
+//
+// Before every request to a site a worker takes a Permit; a site never has
+// more permits out than its limit, however many workers and hosts share it.
+// The algorithm is the fair semaphore of Redis in Action 6.3: a holders ZSET
+// scored by the server time of each entry's last heartbeat, an owners ZSET
+// scored by an INCR counter, expired entries dropped with ZINTERSTORE WEIGHTS
+// 1 0, and rank < limit meaning "holds a permit". Two changes make it correct
+// and fast:
+//
+//   - Every new entry gets its counter while nothing else can add one (under
+//     the site lock in ModeLocked, inside one script in ModeAtomic), so new
+//     entries always rank behind existing ones and a rank can only fall.
+//   - A blocked Acquire keeps its entry in the set as a place in line instead
+//     of removing it, so waiters are served first come, first served across
+//     all processes, and a release can name the waiter it lets in.
+//
+// All times come from Redis TIME; a worker's own clock only times its waits.
+// See DESIGN.md for the keys.
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Rule is what a site allows: at most Limit permits at once and, when Delay
+// is set, at most one at a time with Delay between one release and the next
+// grant (fleet-wide).
+type Rule struct {
+	Limit int
+	Delay time.Duration
+}
+
+// normal returns the rule as the scripts apply it: a delay forces limit 1.
+func (r Rule) normal() Rule {
+	if r.Delay > 0 {
+		r.Limit = 1
+	}
+	return r
+}
+
+// Limiter hands out per-site permits. It is safe for concurrent use. One
+// Limiter per process is enough: its waiters share one pub/sub connection.
+type Limiter struct {
+	rdb  redis.UniversalClient
+	opts *Options
+	hub  *hub
+}
+
+// New returns a Limiter on rdb (a single node, Sentinel or Cluster client).
+// opts may be nil for the defaults. Close it to stop its pub/sub connection.
+func New(rdb redis.UniversalClient, opts *Options) *Limiter {
+	if opts != nil {
+		o := *opts // keep the caller's struct out of our hands
+		opts = &o
+	}
+	return &Limiter{rdb: rdb, opts: opts, hub: newHub(rdb, opts.lease())}
+}
+
+// Close stops the Limiter's pub/sub connection and makes waiting and future
+// Acquire calls return ErrClosed. Permits already held stay valid: release
+// them as usual.
+func (l *Limiter) Close() error { return l.hub.close() }
+
+// Lease is the configured lease.
+func (l *Limiter) Lease() time.Duration { return l.opts.lease() }
+
+// Acquire blocks until a permit for site is free or ctx is done. It uses
+// Options.Delay as the site's crawl delay. On failure it returns ctx.Err() (or
+// a Redis error) and leaves no entry behind. See AcquireRule.
+func (l *Limiter) Acquire(ctx context.Context, site string, limit int) (*Permit, error) {
+	return l.AcquireRule(ctx, site, Rule{Limit: limit, Delay: l.opts.delay()})
+}
+
+// TryAcquire takes a permit for site if one is free now; otherwise it returns
+// a *BusyError (errors.Is ErrBusy) at once, without joining the line. It
+// uses Options.Delay as the site's crawl delay.
+func (l *Limiter) TryAcquire(ctx context.Context, site string, limit int) (*Permit, error) {
+	return l.TryAcquireRule(ctx, site, Rule{Limit: limit, Delay: l.opts.delay()})
+}
+
+// AcquireRule blocks until a permit for site under rule is free or ctx is
+// done. Waiters are served in the order they first asked, across all
+// processes. A waiter is woken by the release that lets it in, or, when a
+// holder dies, when that holder's lease runs out. On failure it returns
+// ctx.Err(), ErrClosed or a Redis error, and removes its place in line
+// (best effort; a place that cannot be removed expires after one lease).
+func (l *Limiter) AcquireRule(ctx context.Context, site string, rule Rule) (*Permit, error) {
+	k, rule, err := l.prepare(site, rule)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		if l.hub.isClosed() {
+			return nil, ErrClosed
+		}
+		id := uuid.NewString()
+		o, err := l.enter(ctx, k, id, rule, true)
+		if err != nil {
+			return nil, err
+		}
+		if o.state == stGranted {
+			return newPermit(l, k, id, rule, o.sent), nil
+		}
+		p, err := l.wait(ctx, k, id, rule, o)
+		if errors.Is(err, errPlaceLost) {
+			continue // our place expired while we waited (a long stall): join again
+		}
+		return p, err
+	}
+}
+
+// TryAcquireRule is TryAcquire with an explicit rule.
+func (l *Limiter) TryAcquireRule(ctx context.Context, site string, rule Rule) (*Permit, error) {
+	k, rule, err := l.prepare(site, rule)
+	if err != nil {
+		return nil, err
+	}
+	if l.hub.isClosed() {
+		return nil, ErrClosed
+	}
+	id := uuid.NewString()
+	o, err := l.enter(ctx, k, id, rule, false)
+	if err != nil {
+		return nil, err
+	}
+	if o.state == stGranted {
+		return newPermit(l, k, id, rule, o.sent), nil
+	}
+	return nil, &BusyError{Site: site, Wait: o.wait}
+}
+
+func (l *Limiter) prepare(site string, rule Rule) (keys, Rule, error) {
+	if site == "" || strings.ContainsAny(site, "{} \t\r\n") {
+		return keys{}, rule, fmt.Errorf("%w: site %q (want a host or host:port)", ErrInvalid, site)
+	}
+	if rule.Limit < 1 {
+		return keys{}, rule, fmt.Errorf("%w: limit %d for %s (want >= 1)", ErrInvalid, rule.Limit, site)
+	}
+	if rule.Delay < 0 {
+		return keys{}, rule, fmt.Errorf("%w: delay %s for %s (want >= 0)", ErrInvalid, rule.Delay, site)
+	}
+	return keysFor(l.opts.prefix(), site), rule.normal(), nil
+}
+
+// outcome is what one visit to Redis found out about an entry.
+type outcome struct {
+	state int
+	rank  int
+	wait  time.Duration // hint: when to look again
+	sent  time.Time     // worker clock just before the request that decided it
+}
+
+// enter gives id a place in site's semaphore. With queue it keeps the place
+// when no permit is free (state stQueued); without, it leaves (stBusy).
+func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue bool) (outcome, error) {
+	for {
+		var o outcome
+		var err error
+		if l.opts.mode() == ModeAtomic {
+			o, err = l.enterAtomic(ctx, k, id, rule, queue)
+		} else {
+			o, err = l.enterLocked(ctx, k, id, rule, queue)
+		}
+		if err != nil || o.state != stContended {
+			return o, err
+		}
+		// Another worker holds the site lock for a few hundred µs: back off a
+		// little (jittered so contenders spread out) and try again.
+		if err := sleep(ctx, jitter(200*time.Microsecond, min(o.wait, 5*time.Millisecond))); err != nil {
+			return o, err
+		}
+	}
+}
+
+func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule, queue bool) (outcome, error) {
+	sent := l.opts.now()()
+	v, err := acquireScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)), flag(queue)).Int64Slice()
+	if err != nil {
+		return outcome{}, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
+	}
+	return parseOutcome(v, sent)
+}
+
+// check heartbeats id and reports its state (stGranted, stQueued or stLost).
+func (l *Limiter) check(ctx context.Context, k keys, id string, rule Rule) (outcome, error) {
+	sent := l.opts.now()()
+	v, err := checkScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule))).Int64Slice()
+	if err != nil {
+		return outcome{}, fmt.Errorf("limiter: check %s: %w", k.site, err)
+	}
+	return parseOutcome(v, sent)
+}
+
+// leave removes id; held says whether it held a permit (which starts the
+// crawl delay). It reports whether the entry was still there. Waiters the
+// removal lets in are told over pub/sub; those in this process are also told
+// here at once, which saves them the trip through Redis.
+func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held bool) (bool, error) {
+	v, err := releaseScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(rule.Delay), flag(held), k.wake).Slice()
+	if err != nil {
+		return false, fmt.Errorf("limiter: release %s: %w", k.site, err)
+	}
+	if len(v) < 2 {
+		return false, fmt.Errorf("limiter: release %s: script returned %d values", k.site, len(v))
+	}
+	removed, _ := v[0].(int64)
+	if len(v) > 2 {
+		wait, _ := v[1].(int64)
+		ids := make([]string, 0, len(v)-2)
+		for _, x := range v[2:] {
+			if s, ok := x.(string); ok {
+				ids = append(ids, s)
+			}
+		}
+		l.hub.deliver(k.wake, grant{limit: rule.Limit, wait: time.Duration(wait) * time.Millisecond}, ids)
+	}
+	return removed == 1, nil
+}
+
+// keyTTL is how long a site's keys outlive their last write: long enough for
+// every live entry to heartbeat (each heartbeat renews it), short enough that
+// an idle site leaves nothing behind for long.
+func (l *Limiter) keyTTL(rule Rule) time.Duration {
+	return 3*l.opts.lease() + rule.Delay
+}
+
+func parseOutcome(v []int64, sent time.Time) (outcome, error) {
+	if len(v) != 4 {
+		return outcome{}, fmt.Errorf("limiter: script returned %d values, want 4", len(v))
+	}
+	return outcome{state: int(v[0]), rank: int(v[2]), wait: time.Duration(v[3]) * time.Millisecond, sent: sent}, nil
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

@@ -1,0 +1,334 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestLimitRespected(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		l := newLimiter(t, newClient(t), Options{Mode: mode})
+		var held []*Permit
+		for i := 0; i < 3; i++ {
+			p, err := l.TryAcquire(ctx, "a.example", 3)
+			if err != nil {
+				t.Fatalf("permit %d: %v", i, err)
+			}
+			held = append(held, p)
+		}
+		_, err := l.TryAcquire(ctx, "a.example", 3)
+		var busy *BusyError
+		if !errors.Is(err, ErrBusy) || !errors.As(err, &busy) || busy.Wait <= 0 {
+			t.Fatalf("4th TryAcquire: got %v, want *BusyError with a wait hint", err)
+		}
+		// Another site is not affected.
+		if p, err := l.TryAcquire(ctx, "b.example", 3); err != nil {
+			t.Fatalf("other site: %v", err)
+		} else {
+			p.Release(ctx)
+		}
+		if err := held[1].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p, err := l.TryAcquire(ctx, "a.example", 3)
+		if err != nil {
+			t.Fatalf("after a release: %v", err)
+		}
+		held[1] = p
+		for _, p := range held {
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if h, o := members(t, l.rdb, l, "a.example"); len(h)+len(o) != 0 {
+			t.Fatalf("entries left after releasing all: holders %v owners %v", h, o)
+		}
+	})
+}
+
+func TestInvalidArguments(t *testing.T) {
+	ctx := ctxT(t)
+	l := newLimiter(t, newClient(t), Options{})
+	for _, c := range []struct {
+		site  string
+		limit int
+	}{{"", 1}, {"a{b}", 1}, {"a b", 1}, {"ok.example", 0}, {"ok.example", -2}} {
+		if _, err := l.TryAcquire(ctx, c.site, c.limit); !errors.Is(err, ErrInvalid) {
+			t.Errorf("TryAcquire(%q, %d) = %v, want ErrInvalid", c.site, c.limit, err)
+		}
+	}
+	if _, err := l.AcquireRule(ctx, "ok.example", Rule{Limit: 1, Delay: -time.Second}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("negative delay: %v, want ErrInvalid", err)
+	}
+}
+
+// Waiters are granted in the order they joined the line, each only after the
+// one before it released.
+func TestFairnessOrder(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		rdb := newClient(t)
+		// Each waiter has a Limiter of its own, as if in another process.
+		first := newLimiter(t, rdb, Options{Mode: mode})
+		holder, err := first.Acquire(ctx, "fair.example", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 6
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			l := newLimiter(t, rdb, Options{Mode: mode, Prefix: first.opts.prefix()})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p, err := l.Acquire(ctx, "fair.example", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				p.Release(ctx)
+			}()
+			// Let waiter i join the line before waiter i+1 starts.
+			waitFor(t, "waiter to queue", func() bool {
+				_, o := members(t, rdb, first, "fair.example")
+				return len(o) == i+2
+			})
+		}
+		holder.Release(ctx)
+		wg.Wait()
+		for i, got := range order {
+			if got != i {
+				t.Fatalf("grant order %v, want 0..%d", order, n-1)
+			}
+		}
+		if len(order) != n {
+			t.Fatalf("%d of %d waiters were granted", len(order), n)
+		}
+	})
+}
+
+func TestRefreshAndLostPermit(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		rdb := newClient(t)
+		l := newLimiter(t, rdb, Options{Mode: mode, Lease: time.Second})
+		p, err := l.Acquire(ctx, "r.example", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := p.Deadline()
+		time.Sleep(20 * time.Millisecond)
+		if err := p.Refresh(ctx); err != nil {
+			t.Fatalf("refresh: %v", err)
+		}
+		if !p.Deadline().After(before) {
+			t.Fatalf("refresh did not move the deadline: %v then %v", before, p.Deadline())
+		}
+		select {
+		case <-p.Done():
+			t.Fatal("Done closed on a live permit")
+		default:
+		}
+		// Redis restarts empty: the next refresh finds the permit gone.
+		k := keysFor(l.opts.prefix(), "r.example")
+		rdb.Del(ctx, k.holders, k.owners, k.counter)
+		if err := p.Refresh(ctx); !errors.Is(err, ErrPermitLost) {
+			t.Fatalf("refresh after the entry vanished: %v, want ErrPermitLost", err)
+		}
+		select {
+		case <-p.Done():
+		default:
+			t.Fatal("Done not closed after the permit was lost")
+		}
+		if err := p.Err(); !errors.Is(err, ErrPermitLost) {
+			t.Fatalf("Err() = %v", err)
+		}
+		if err := p.Release(ctx); !errors.Is(err, ErrPermitLost) {
+			t.Fatalf("release of a lost permit: %v, want ErrPermitLost", err)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatalf("second release: %v, want nil (idempotent)", err)
+		}
+	})
+}
+
+func TestReleasedPermitCannotRefresh(t *testing.T) {
+	ctx := ctxT(t)
+	l := newLimiter(t, newClient(t), Options{})
+	p, err := l.Acquire(ctx, "x.example", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release(ctx)
+	if err := p.Refresh(ctx); !errors.Is(err, ErrPermitLost) {
+		t.Fatalf("refresh after release: %v", err)
+	}
+	var nilPermit *Permit
+	if err := nilPermit.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := nilPermit.Refresh(ctx); !errors.Is(err, ErrPermitLost) {
+		t.Fatal(err)
+	}
+	<-nilPermit.Done()
+}
+
+// Refreshing or releasing an id one does not hold changes nothing.
+func TestForeignIDChangesNothing(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := newClient(t)
+	l := newLimiter(t, rdb, Options{})
+	p, err := l.Acquire(ctx, "f.example", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := keysFor(l.opts.prefix(), "f.example")
+	rule := Rule{Limit: 1}
+	if present, err := l.leave(ctx, k, "not-a-permit", rule, true); err != nil || present {
+		t.Fatalf("release of a foreign id: present=%v err=%v", present, err)
+	}
+	if o, err := l.check(ctx, k, "not-a-permit", rule); err != nil || o.state != stLost {
+		t.Fatalf("refresh of a foreign id: %+v %v", o, err)
+	}
+	if h, o := members(t, rdb, l, "f.example"); len(h) != 1 || len(o) != 1 || h[0] != p.ID() {
+		t.Fatalf("entries changed: holders %v owners %v", h, o)
+	}
+	if _, err := l.TryAcquire(ctx, "f.example", 1); !errors.Is(err, ErrBusy) {
+		t.Fatalf("site should still be full: %v", err)
+	}
+	p.Release(ctx)
+}
+
+// A holder that stops refreshing loses its permit: its own Deadline passes
+// before the slot goes to the next waiter, and Done closes.
+func TestLeaseExpiryFreesSlot(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		rdb := newClient(t)
+		const lease = 500 * time.Millisecond
+		a := newLimiter(t, rdb, Options{Mode: mode, Lease: lease})
+		b := newLimiter(t, rdb, Options{Mode: mode, Lease: lease, Prefix: a.opts.prefix()})
+		dead, err := a.Acquire(ctx, "e.example", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		p, err := b.Acquire(ctx, "e.example", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := time.Now()
+		if got.Before(dead.Deadline()) {
+			t.Fatalf("slot handed over at %v, before the old holder's own deadline %v", got, dead.Deadline())
+		}
+		if waited := got.Sub(start); waited > 5*lease {
+			t.Fatalf("waited %v for an expired lease of %v", waited, lease)
+		}
+		select {
+		case <-dead.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("expired permit's Done never closed")
+		}
+		if err := dead.Release(ctx); !errors.Is(err, ErrPermitLost) {
+			t.Fatalf("release of the expired permit: %v", err)
+		}
+		// The expired holder's release must not have freed b's slot.
+		if _, err := b.TryAcquire(ctx, "e.example", 1); !errors.Is(err, ErrBusy) {
+			t.Fatalf("after a stale release: %v, want ErrBusy", err)
+		}
+		p.Release(ctx)
+	})
+}
+
+func TestKeepAliveOutlivesLease(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		rdb := newClient(t)
+		const lease = 300 * time.Millisecond
+		l := newLimiter(t, rdb, Options{Mode: mode, Lease: lease})
+		p, err := l.Acquire(ctx, "k.example", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.KeepAlive(ctx)
+		time.Sleep(4 * lease)
+		if err := p.Err(); err != nil {
+			t.Fatalf("kept-alive permit lost: %v", err)
+		}
+		if _, err := l.TryAcquire(ctx, "k.example", 1); !errors.Is(err, ErrBusy) {
+			t.Fatalf("slot of a kept-alive permit was given away: %v", err)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if q, err := l.TryAcquire(ctx, "k.example", 1); err != nil {
+			t.Fatalf("after release: %v", err)
+		} else {
+			q.Release(ctx)
+		}
+	})
+}
+
+func TestContextCancelLeavesNothing(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		rdb := newClient(t)
+		l := newLimiter(t, rdb, Options{Mode: mode})
+		p, err := l.Acquire(ctx, "c.example", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		if _, err := l.Acquire(short, "c.example", 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire on a full site with a short ctx: %v", err)
+		}
+		h, o := members(t, rdb, l, "c.example")
+		if len(h) != 1 || len(o) != 1 || h[0] != p.ID() || o[0] != p.ID() {
+			t.Fatalf("cancelled waiter left entries: holders %v owners %v", h, o)
+		}
+		// An already-cancelled context still lets the release through.
+		done, stop := context.WithCancel(ctx)
+		stop()
+		if err := p.Release(done); err != nil {
+			t.Fatal(err)
+		}
+		if h, o := members(t, rdb, l, "c.example"); len(h)+len(o) != 0 {
+			t.Fatalf("entries left: %v %v", h, o)
+		}
+	})
+}
+
+func TestCloseStopsWaiters(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := newClient(t)
+	l := newLimiter(t, rdb, Options{})
+	other := newLimiter(t, rdb, Options{Prefix: l.opts.prefix()})
+	p, err := other.Acquire(ctx, "z.example", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := l.Acquire(ctx, "z.example", 1); errc <- err }()
+	waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, "z.example"); return len(o) == 2 })
+	l.Close()
+	if err := <-errc; !errors.Is(err, ErrClosed) {
+		t.Fatalf("waiter after Close: %v", err)
+	}
+	if _, err := l.TryAcquire(ctx, "z.example", 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("TryAcquire after Close: %v", err)
+	}
+	if _, o := members(t, rdb, l, "z.example"); len(o) != 1 {
+		t.Fatalf("closed waiter left its place: %v", o)
+	}
+	p.Release(ctx)
+}

@@ -1,0 +1,98 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// srv is this package's private redis-server, started by TestMain.
+var srv *redistest.Server
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(stressChild()) // re-executed as a stress worker process
+	}
+	var err error
+	srv, err = redistest.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("REDIS_ADDR", srv.Addr) // for the examples
+	code := m.Run()
+	srv.Close()
+	os.Exit(code)
+}
+
+// newClient returns a client of srv, closed when the test ends.
+func newClient(t testing.TB) *redis.Client {
+	t.Helper()
+	c := srv.Client()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newLimiter returns a Limiter with a key prefix of the test's own, so tests
+// never see each other's keys. It is closed when the test ends.
+func newLimiter(t testing.TB, rdb redis.UniversalClient, o Options) *Limiter {
+	t.Helper()
+	if o.Prefix == "" {
+		o.Prefix = testPrefix(t)
+	}
+	l := New(rdb, &o)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func testPrefix(t testing.TB) string {
+	return "t:" + strings.NewReplacer("/", ".", " ", "_").Replace(t.Name())
+}
+
+// forModes runs f once per mode as a subtest.
+func forModes(t *testing.T, f func(t *testing.T, mode Mode)) {
+	for _, m := range []Mode{ModeLocked, ModeAtomic} {
+		t.Run(m.String(), func(t *testing.T) { f(t, m) })
+	}
+}
+
+// ctxT is a context bounded well inside the test binary's timeout.
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// members lists a site's entries as Redis has them.
+func members(t testing.TB, rdb redis.UniversalClient, l *Limiter, site string) (holders, owners []string) {
+	t.Helper()
+	k := keysFor(l.opts.prefix(), site)
+	ctx := context.Background()
+	h, err := rdb.ZRange(ctx, k.holders, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := rdb.ZRange(ctx, k.owners, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, o
+}
+
+// waitFor polls cond every 5 ms until it holds or 10 s pass.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,249 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Permit is one slot of a site's semaphore, held until Release or until it is
+// lost. Its methods are safe for concurrent use and on a nil *Permit.
+//
+// Self-fencing: a permit is valid for one lease from the last moment Redis
+// confirmed it (Acquire, Refresh, or the keep-alive). The holder measures that
+// on its own clock from just before the confirming request was sent, which is
+// never later than the server time Redis recorded, and gives up a small margin
+// (Lease/50 + 2ms, for millisecond rounding and clock-rate drift) early. So
+// when Redis is unreachable, paused or restarted empty, Done closes before
+// Redis could hand the slot to anyone else.
+type Permit struct {
+	l    *Limiter
+	k    keys
+	id   string
+	rule Rule
+
+	ctx  context.Context // cancelled, with cause ErrPermitLost, when the permit is lost
+	lose context.CancelCauseFunc
+
+	mu        sync.Mutex
+	confirmed time.Time // worker clock just before the last confirmed request
+	fence     *time.Timer
+	released  bool
+	keeper    context.CancelFunc // stops KeepAlive's goroutine
+	keeperEnd chan struct{}      // closed when that goroutine has returned
+}
+
+func newPermit(l *Limiter, k keys, id string, rule Rule, confirmed time.Time) *Permit {
+	p := &Permit{l: l, k: k, id: id, rule: rule, confirmed: confirmed}
+	p.ctx, p.lose = context.WithCancelCause(context.Background())
+	p.fence = time.AfterFunc(p.untilFence(), func() { p.lose(ErrPermitLost) })
+	return p
+}
+
+// Site is the site the permit is for.
+func (p *Permit) Site() string {
+	if p == nil {
+		return ""
+	}
+	return p.k.site
+}
+
+// ID is the permit's random id (a UUID) in Redis.
+func (p *Permit) ID() string {
+	if p == nil {
+		return ""
+	}
+	return p.id
+}
+
+// Rule is the rule the permit was granted under.
+func (p *Permit) Rule() Rule {
+	if p == nil {
+		return Rule{}
+	}
+	return p.rule
+}
+
+// Done is closed when the permit is lost: its lease ran out before a refresh
+// was confirmed, or a refresh found it gone. It is not closed by Release. On
+// a nil permit it is closed.
+func (p *Permit) Done() <-chan struct{} {
+	if p == nil {
+		return closed
+	}
+	return p.ctx.Done()
+}
+
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Err is nil while the permit is valid and ErrPermitLost once it is lost.
+func (p *Permit) Err() error {
+	if p == nil {
+		return ErrPermitLost
+	}
+	if p.ctx.Err() != nil {
+		return context.Cause(p.ctx)
+	}
+	return nil
+}
+
+// Deadline is when, on the worker's clock, the permit will count as lost
+// unless a refresh is confirmed first.
+func (p *Permit) Deadline() time.Time {
+	if p == nil {
+		return time.Time{}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.deadline()
+}
+
+func (p *Permit) deadline() time.Time {
+	lease := p.l.opts.lease()
+	return p.confirmed.Add(lease - lease/50 - 2*time.Millisecond)
+}
+
+func (p *Permit) untilFence() time.Duration {
+	return p.deadline().Sub(p.l.opts.now()())
+}
+
+// Context returns a context derived from parent that is also cancelled, with
+// cause ErrPermitLost, when the permit is lost. Run the work the permit covers
+// under it. Call cancel when the work ends.
+func (p *Permit) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	if p == nil {
+		cancel(ErrPermitLost)
+		return ctx, func() {}
+	}
+	stop := context.AfterFunc(p.ctx, func() { cancel(context.Cause(p.ctx)) })
+	return ctx, func() { stop(); cancel(context.Canceled) }
+}
+
+// Refresh renews the permit's lease from Redis's clock. It returns
+// ErrPermitLost, and closes Done, if the permit had expired or been removed
+// (or was released); another error means Redis did not answer, and the permit
+// stays valid until its Deadline.
+func (p *Permit) Refresh(ctx context.Context) error {
+	if p == nil {
+		return ErrPermitLost
+	}
+	if err := p.usable(); err != nil {
+		return err
+	}
+	o, err := p.l.check(ctx, p.k, p.id, p.rule)
+	if err != nil {
+		return err
+	}
+	if o.state == stLost {
+		p.lose(ErrPermitLost)
+		return ErrPermitLost
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.released || p.ctx.Err() != nil {
+		return ErrPermitLost
+	}
+	p.confirmed = o.sent
+	p.fence.Reset(p.untilFence())
+	return nil
+}
+
+func (p *Permit) usable() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.released || p.ctx.Err() != nil {
+		return ErrPermitLost
+	}
+	return nil
+}
+
+// KeepAlive refreshes the permit every Lease/3 in a goroutine of its own
+// until ctx is done, the permit is released or it is lost. A failed refresh is
+// retried every Lease/20 until the permit's Deadline. Calling it again while a
+// keep-alive runs does nothing.
+func (p *Permit) KeepAlive(ctx context.Context) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.keeper != nil || p.released || p.ctx.Err() != nil {
+		return
+	}
+	ctx, p.keeper = context.WithCancel(ctx)
+	p.keeperEnd = make(chan struct{})
+	go p.keepAlive(ctx, p.keeperEnd)
+}
+
+func (p *Permit) keepAlive(ctx context.Context, end chan struct{}) {
+	defer close(end)
+	lease := p.l.opts.lease()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	failed := false
+	for {
+		p.mu.Lock()
+		due := p.confirmed.Add(lease / 3).Sub(p.l.opts.now()())
+		until := p.untilFence()
+		p.mu.Unlock()
+		if failed {
+			due = lease / 20
+		}
+		timer.Reset(max(due, 0))
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.ctx.Done():
+			return
+		case <-timer.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, max(until, time.Millisecond))
+		err := p.Refresh(rctx)
+		cancel()
+		if errors.Is(err, ErrPermitLost) {
+			return
+		}
+		failed = err != nil
+	}
+}
+
+// Release gives the permit back and wakes the waiter it lets in. It is
+// idempotent. It returns ErrPermitLost if the permit had been lost (the work
+// done under it may have overlapped another holder's), or a Redis error, in
+// which case the slot frees itself when the lease runs out. Release does its
+// work even when ctx is already cancelled (a stopped crawl must still give its
+// slots back), then with a 2 s limit of its own.
+func (p *Permit) Release(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	if p.released {
+		p.mu.Unlock()
+		return nil
+	}
+	p.released = true
+	p.fence.Stop()
+	keeper, keeperEnd := p.keeper, p.keeperEnd
+	p.mu.Unlock()
+	if keeper != nil {
+		keeper()
+		<-keeperEnd
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+	}
+	present, err := p.l.leave(ctx, p.k, p.id, p.rule, true)
+	if err != nil {
+		return err
+	}
+	if p.ctx.Err() != nil || !present {
+		p.lose(ErrPermitLost)
+		return ErrPermitLost
+	}
+	return nil
+}

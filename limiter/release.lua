@@ -1,0 +1,37 @@
+-- release.lua: remove an entry (a released permit or a waiter giving up) and
+-- tell the waiters that moved into the first `limit` places.
+-- KEYS: see common.lua.
+-- ARGV[1] entry id   ARGV[2] limit   ARGV[3] lease ms   ARGV[4] crawl delay ms
+-- ARGV[5] '1' when the entry held a permit (starts the crawl delay)
+-- ARGV[6] wake-up channel
+-- Publishes "<limit> <wait ms> <id>..." naming the entries now ranked below
+-- limit, when the removed one was among them and someone waited behind it.
+-- Returns {1 if the entry was still there else 0, wait ms, the ids published...}
+-- so that the releaser can also wake waiters in its own process directly.
+local id, limit, lease, delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local wait, now = 0, nil
+if ARGV[5] == '1' and delay > 0 then
+  now = now_ms()
+  redis.call('SET', KEYS[5], now + delay, 'PX', delay + lease)
+  wait = delay
+end
+local out = {0, wait}
+if redis.call('ZCARD', KEYS[2]) > limit then
+  -- Someone may be waiting: rank the entry among live ones only.
+  prune(now or now_ms(), lease)
+  local rank = redis.call('ZRANK', KEYS[2], id)
+  local size = redis.call('ZCARD', KEYS[2])
+  out[1] = redis.call('ZREM', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+  if rank and rank < limit and size > limit then
+    local front = redis.call('ZRANGE', KEYS[2], 0, limit - 1)
+    redis.call('PUBLISH', ARGV[6], limit .. ' ' .. wait .. ' ' .. table.concat(front, ' '))
+    for _, v in ipairs(front) do
+      out[#out + 1] = v
+    end
+  end
+else
+  out[1] = redis.call('ZREM', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+end
+return out

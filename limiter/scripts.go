@@ -1,0 +1,35 @@
+package limiter
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed common.lua
+	commonLua string
+	//go:embed acquire.lua
+	acquireLua string
+	//go:embed check.lua
+	checkLua string
+	//go:embed release.lua
+	releaseLua string
+	//go:embed unlock.lua
+	unlockLua string
+	//go:embed time.lua
+	timeLua string
+
+	acquireScript = redis.NewScript(commonLua + acquireLua)
+	checkScript   = redis.NewScript(commonLua + checkLua)
+	releaseScript = redis.NewScript(commonLua + releaseLua)
+)
+
+// Script states, as the scripts return them.
+const (
+	stGranted   = 1
+	stQueued    = 2
+	stBusy      = 3
+	stContended = 4
+	stLost      = 5
+)

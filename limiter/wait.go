@@ -1,0 +1,127 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// errPlaceLost: a waiter's place expired (it missed its heartbeats); the
+// caller joins the line again.
+var errPlaceLost = errors.New("limiter: place in line lost")
+
+// wait holds id's place in line until it reaches the front (a permit), ctx
+// ends, or the Limiter closes.
+//
+// Fairness rule: a place is a counter value taken when the waiter first asked,
+// and permits go to the lowest counters, so waiters are served in the order
+// they asked, whichever process they are in. A waiter keeps its place by
+// heartbeating every Lease/3; one that stops (its process died) drops out
+// after one lease and the line moves up.
+//
+// Wake-ups: the release that moves a waiter into the first `limit` places
+// publishes its id, and the waiter takes the permit without another round
+// trip. When no message comes (a holder died, a message was missed while the
+// subscription was being set up) the waiter looks again when Redis said the
+// oldest lease can run out, at its next heartbeat, or after Options.Poll.
+func (l *Limiter) wait(ctx context.Context, k keys, id string, rule Rule, o outcome) (*Permit, error) {
+	grants, fresh := l.hub.join(k.wake, id)
+	defer l.hub.leave(k.wake, id)
+	lease, poll, now := l.opts.lease(), l.opts.poll(), l.opts.now()
+	beat, hint := o.sent, o.wait
+	if fresh {
+		// The subscription may not have been live when a release published:
+		// look once more soon rather than wait for the poll.
+		hint = min(hint, 5*time.Millisecond)
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		timer.Reset(max(min(hint, beat.Add(lease/3).Sub(now()), poll), 0))
+		select {
+		case <-ctx.Done():
+			l.giveUp(k, id, rule)
+			return nil, ctx.Err()
+		case <-l.hub.done:
+			l.giveUp(k, id, rule)
+			return nil, ErrClosed
+		case g := <-grants:
+			if g.wait == 0 && g.limit <= rule.Limit {
+				// The releaser saw us among the first g.limit places, after
+				// dropping expired entries; ranks only fall, so the permit
+				// is ours, valid from our last confirmed heartbeat.
+				return newPermit(l, k, id, rule, beat), nil
+			}
+			hint = max(g.wait, time.Millisecond) // crawl delay, or another limit: check then
+			continue
+		case <-timer.C:
+		}
+		o, err := l.check(ctx, k, id, rule)
+		if err != nil {
+			l.giveUp(k, id, rule)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, err
+		}
+		switch o.state {
+		case stGranted:
+			return newPermit(l, k, id, rule, o.sent), nil
+		case stLost:
+			return nil, errPlaceLost
+		}
+		beat, hint = o.sent, o.wait
+	}
+}
+
+// giveUp removes a waiter's place (which may already have reached the front:
+// the release then lets the next one in). Best effort: if Redis does not
+// answer, the place expires after one lease.
+func (l *Limiter) giveUp(k keys, id string, rule Rule) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	l.leave(ctx, k, id, rule, false)
+}
+
+// grant is a parsed wake-up message: the releaser's limit, and how long the
+// named waiters must still wait (the crawl delay), in release.lua's format
+// "<limit> <wait ms> <id>...".
+type grant struct {
+	limit int
+	wait  time.Duration
+}
+
+func parseGrant(payload string) (grant, []string, bool) {
+	f := strings.Fields(payload)
+	if len(f) < 3 {
+		return grant{}, nil, false
+	}
+	limit, err1 := strconv.Atoi(f[0])
+	wait, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return grant{}, nil, false
+	}
+	return grant{limit: limit, wait: time.Duration(wait) * time.Millisecond}, f[2:], true
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// jitter returns a random duration in [lo, max(lo, hi)].
+func jitter(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + rand.N(hi-lo+1)
+}
