@@ -94,19 +94,24 @@ func BenchmarkManySites(b *testing.B) {
 }
 
 // BenchmarkHotSite: 32 waiters on one site with limit 3, each holding its
-// permit 2 ms. The ideal is 3 / 2 ms = 1500 grants/s; pct-ideal is how close
-// the hand-off gets.
+// permit 2 ms. The nominal ideal is 3 / 2 ms = 1500 grants/s (pct-1500). A
+// 2 ms sleep lasts longer than 2 ms on a real machine, so pct-ideal divides by
+// the ideal for the holds as they really lasted (limit / mean hold): that is
+// the share of slot time the hand-off did not waste. HOLD overrides 2ms.
 func BenchmarkHotSite(b *testing.B) {
 	for _, mode := range []Mode{ModeLocked, ModeAtomic} {
 		b.Run(mode.String(), func(b *testing.B) {
 			const waiters, limit = 32, 3
-			hold, _ := time.ParseDuration(os.Getenv("HOLD"))
+			hold := 2 * time.Millisecond
+			if h, err := time.ParseDuration(os.Getenv("HOLD")); err == nil {
+				hold = h
+			}
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: waiters + 4})
 			defer rdb.Close()
 			l := newLimiter(b, rdb, Options{Mode: mode})
 			ctx := context.Background()
 			n := max(b.N, 300)
-			var next atomic.Int64
+			var next, held atomic.Int64
 			var wg sync.WaitGroup
 			b.ResetTimer()
 			start := time.Now()
@@ -120,15 +125,22 @@ func BenchmarkHotSite(b *testing.B) {
 							b.Error(err)
 							return
 						}
+						t0 := time.Now()
 						time.Sleep(hold)
+						held.Add(int64(time.Since(t0)))
 						p.Release(ctx)
 					}
 				}()
 			}
 			wg.Wait()
 			rate := float64(n) / time.Since(start).Seconds()
+			meanHold := time.Duration(held.Load() / int64(n))
 			b.ReportMetric(rate, "grants/s")
-			b.ReportMetric(100*rate*hold.Seconds()/limit, "pct-ideal")
+			b.ReportMetric(float64(meanHold.Microseconds()), "hold-µs")
+			if hold > 0 {
+				b.ReportMetric(100*rate*hold.Seconds()/limit, "pct-1500")
+				b.ReportMetric(100*rate*meanHold.Seconds()/limit, "pct-ideal")
+			}
 		})
 	}
 }

@@ -1,0 +1,73 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/polite-crawler/polite/limiter"
+	"github.com/redis/go-redis/v9"
+)
+
+// A worker takes a permit before a request, keeps it alive while the body
+// streams, stops if it is lost, and gives it back.
+func Example() {
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	l := limiter.New(rdb, &limiter.Options{Prefix: "example", Lease: 10 * time.Second})
+	defer l.Close()
+	ctx := context.Background()
+
+	p, err := l.Acquire(ctx, "example.com", 3) // blocks until one of 3 slots is free
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p.KeepAlive(ctx)               // refresh every Lease/3 while we work
+	work, cancel := p.Context(ctx) // cancelled if the permit is lost
+	_ = work                       // ... do the request under work ...
+	cancel()
+	fmt.Println("fetched under permit for", p.Site(), "err:", p.Err())
+	if err := p.Release(ctx); err != nil {
+		fmt.Println(err)
+	}
+	// Output: fetched under permit for example.com err: <nil>
+}
+
+// TryAcquire never waits: a full site answers ErrBusy with a hint of how
+// long to wait.
+func ExampleLimiter_TryAcquire() {
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	l := limiter.New(rdb, &limiter.Options{Prefix: "example-try"})
+	defer l.Close()
+	ctx := context.Background()
+
+	p, _ := l.TryAcquire(ctx, "one-at-a-time.example", 1)
+	_, err := l.TryAcquire(ctx, "one-at-a-time.example", 1)
+	var busy *limiter.BusyError
+	fmt.Println(errors.Is(err, limiter.ErrBusy), errors.As(err, &busy) && busy.Wait > 0)
+	p.Release(ctx)
+	// Output: true true
+}
+
+// A crawl delay (from robots.txt) makes the site one-at-a-time, with the
+// delay between one release and the next grant, fleet-wide.
+func ExampleLimiter_AcquireRule() {
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	l := limiter.New(rdb, &limiter.Options{Prefix: "example-rule"})
+	defer l.Close()
+	ctx := context.Background()
+
+	rule := limiter.Rule{Limit: 3, Delay: 100 * time.Millisecond}
+	p, _ := l.AcquireRule(ctx, "polite.example", rule)
+	released := time.Now()
+	p.Release(ctx)
+	q, _ := l.AcquireRule(ctx, "polite.example", rule)
+	fmt.Println("limit", q.Rule().Limit, "waited at least the delay:", time.Since(released) >= rule.Delay)
+	q.Release(ctx)
+	// Output: limit 1 waited at least the delay: true
+}

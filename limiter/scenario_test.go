@@ -1,0 +1,243 @@
+package limiter
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// With a crawl delay, permits come one at a time and each grant starts at
+// least the delay after the previous release, across workers.
+func TestCrawlDelaySpacing(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		rdb := newClient(t)
+		const delay = 150 * time.Millisecond
+		prefix := testPrefix(t)
+		type span struct{ grant, release time.Time }
+		var mu sync.Mutex
+		var spans []span
+		var wg sync.WaitGroup
+		for w := 0; w < 3; w++ {
+			l := newLimiter(t, rdb, Options{Mode: mode, Prefix: prefix, Delay: delay})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 2; i++ {
+					// A limit of 3 is asked for; the delay forces 1.
+					p, err := l.Acquire(ctx, "slow.example", 3)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					// Grant time is read after Acquire returns (no earlier than
+					// Redis granted), release time before Release is called (no
+					// later than Redis released): the gap seen here is never
+					// larger than the real one.
+					s := span{grant: time.Now()}
+					time.Sleep(5 * time.Millisecond)
+					s.release = time.Now()
+					mu.Lock()
+					spans = append(spans, s)
+					mu.Unlock()
+					p.Release(ctx)
+				}
+			}()
+		}
+		wg.Wait()
+		slices.SortFunc(spans, func(a, b span) int { return a.grant.Compare(b.grant) })
+		if len(spans) != 6 {
+			t.Fatalf("%d grants, want 6", len(spans))
+		}
+		for i := 1; i < len(spans); i++ {
+			if gap := spans[i].grant.Sub(spans[i-1].release); gap < delay {
+				t.Errorf("grant %d started %v after the previous release; crawl delay is %v", i, gap, delay)
+			}
+		}
+	})
+}
+
+// TryAcquire during a crawl delay is refused with the time left.
+func TestCrawlDelayTryAcquire(t *testing.T) {
+	ctx := ctxT(t)
+	l := newLimiter(t, newClient(t), Options{})
+	rule := Rule{Limit: 5, Delay: time.Second}
+	p, err := l.TryAcquireRule(ctx, "d.example", rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Rule().Limit != 1 {
+		t.Fatalf("a delay must force limit 1, got %d", p.Rule().Limit)
+	}
+	p.Release(ctx)
+	_, err = l.TryAcquireRule(ctx, "d.example", rule)
+	var busy *BusyError
+	if !errors.As(err, &busy) || busy.Wait <= 500*time.Millisecond || busy.Wait > time.Second {
+		t.Fatalf("TryAcquire right after a release: %v, want busy for about 1s", err)
+	}
+}
+
+// skewed returns a worker clock off by d, with no monotonic reading, as a
+// machine with a wrong wall clock would have.
+func skewed(d time.Duration) func() time.Time {
+	return func() time.Time { return time.Now().Add(d).Round(0) }
+}
+
+// Workers whose clocks are an hour off behave exactly like a worker with the
+// right time: leases, limits and delays are all Redis's.
+func TestClockSkewChangesNothing(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		rdb := newClient(t)
+		const lease = 600 * time.Millisecond
+		prefix := testPrefix(t)
+		ahead := newLimiter(t, rdb, Options{Mode: mode, Prefix: prefix, Lease: lease, Now: skewed(time.Hour)})
+		behind := newLimiter(t, rdb, Options{Mode: mode, Prefix: prefix, Lease: lease, Now: skewed(-time.Hour)})
+		right := newLimiter(t, rdb, Options{Mode: mode, Prefix: prefix, Lease: lease})
+
+		// A holder whose clock is behind is not taken for expired...
+		p, err := behind.Acquire(ctx, "skew.example", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range []*Limiter{right, ahead} {
+			if _, err := l.TryAcquire(ctx, "skew.example", 1); !errors.Is(err, ErrBusy) {
+				t.Fatalf("slot of a holder with a slow clock was handed out: %v", err)
+			}
+		}
+		// ...and its own deadline is one lease on its own clock.
+		if left := p.Deadline().Sub(skewed(-time.Hour)()); left < lease/2 || left > lease {
+			t.Fatalf("deadline %v ahead on the holder's clock, want just under %v", left, lease)
+		}
+		// It expires after one lease of Redis time, no sooner and no later.
+		start := time.Now()
+		q, err := ahead.Acquire(ctx, "skew.example", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited > 3*lease {
+			t.Fatalf("waited %v for a %v lease", waited, lease)
+		}
+		<-p.Done()
+		// A holder whose clock is ahead keeps its slot while it refreshes.
+		q.KeepAlive(ctx)
+		time.Sleep(2 * lease)
+		if _, err := behind.TryAcquire(ctx, "skew.example", 1); !errors.Is(err, ErrBusy) {
+			t.Fatalf("kept-alive permit of a fast clock lost its slot: %v", err)
+		}
+		if err := q.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Every key a site uses has a TTL, and an idle site leaves nothing behind.
+func TestKeysExpireWhenIdle(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		rdb := newClient(t)
+		const lease = 200 * time.Millisecond
+		l := newLimiter(t, rdb, Options{Mode: mode, Lease: lease})
+		pattern := l.opts.prefix() + ":*"
+		rule := Rule{Limit: 1, Delay: 50 * time.Millisecond}
+		p, err := l.AcquireRule(ctx, "ttl.example", rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A waiter, and a permit that dies without release.
+		waiting := make(chan *Permit)
+		go func() { q, _ := l.AcquireRule(ctx, "ttl.example", rule); waiting <- q }()
+		waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, "ttl.example"); return len(o) == 2 })
+		p.Release(ctx)
+		<-waiting // never released: it must expire
+		keys, err := rdb.Keys(ctx, pattern).Result()
+		if err != nil || len(keys) < 4 {
+			t.Fatalf("keys in use: %v %v", keys, err)
+		}
+		for _, k := range keys {
+			if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 {
+				t.Errorf("key %s has no TTL (%v)", k, ttl)
+			}
+		}
+		waitFor(t, "keys to expire", func() bool {
+			keys, _ := rdb.Keys(ctx, pattern).Result()
+			return len(keys) == 0
+		})
+	})
+}
+
+// All of a site's keys and its channel hash to one Redis Cluster slot, as a
+// real cluster-enabled redis-server computes it; and the limiter works through
+// a ClusterClient (scripts and pipelines would fail with CROSSSLOT otherwise).
+func TestRedisCluster(t *testing.T) {
+	node, err := redistest.Start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	ctx := ctxT(t)
+	admin := node.Client()
+	defer admin.Close()
+	for _, site := range []string{"example.com", "127.0.0.1:8080", "xn--bcher-kva.example"} {
+		k := keysFor("polite", site)
+		want := admin.ClusterKeySlot(ctx, "{"+site+"}").Val()
+		for _, name := range append(k.all(), k.wake) {
+			if !strings.Contains(name, "{"+site+"}") {
+				t.Errorf("%s lacks the site's hash tag", name)
+			}
+			if got, err := admin.ClusterKeySlot(ctx, name).Result(); err != nil || got != want {
+				t.Errorf("%s: slot %d (%v), want %d", name, got, err, want)
+			}
+		}
+	}
+
+	if err := admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "cluster state ok", func() bool {
+		info, _ := admin.ClusterInfo(ctx).Result()
+		return strings.Contains(info, "cluster_state:ok")
+	})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{node.Addr}})
+	defer cc.Close()
+	for _, mode := range []Mode{ModeLocked, ModeAtomic} {
+		l := New(cc, &Options{Mode: mode})
+		defer l.Close()
+		p, err := l.Acquire(ctx, "cluster.example", 1)
+		if err != nil {
+			t.Fatalf("%s on a cluster: %v", mode, err)
+		}
+		if err := p.Refresh(ctx); err != nil {
+			t.Fatalf("%s refresh on a cluster: %v", mode, err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			q, err := l.Acquire(ctx, "cluster.example", 1)
+			if err == nil {
+				err = q.Release(ctx)
+			}
+			got <- err
+		}()
+		time.Sleep(50 * time.Millisecond)
+		if _, err := l.TryAcquire(ctx, "cluster.example", 1); !errors.Is(err, ErrBusy) {
+			t.Fatalf("%s: %v, want busy", mode, err)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("%s waiter on a cluster: %v", mode, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s waiter on a cluster was never granted", mode)
+		}
+	}
+}
