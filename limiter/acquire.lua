@@ -9,7 +9,7 @@ local now = now_ms()
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {4, now, -1, math.max(1, redis.call('PTTL', KEYS[4]))}
 end
-prune(now, lease)
+prune(now, lease, ttl)
 local rank = redis.call('ZCARD', KEYS[2])
 local nxt = next_at()
 local free = rank < limit and now >= nxt

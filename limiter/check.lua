@@ -7,7 +7,7 @@
 -- 5 lost (the entry's lease had run out, or it was released).
 local id, limit, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-prune(now, lease)
+prune(now, lease, ttl)
 local rank = redis.call('ZRANK', KEYS[2], id)
 if not rank then
   redis.call('ZREM', KEYS[1], id)

@@ -16,9 +16,12 @@ local function now_ms()
 end
 
 -- Drop entries whose lease ran out, from holders and then from owners.
-local function prune(now, lease)
+-- ZINTERSTORE rewrites owners, which drops its TTL: set it again.
+local function prune(now, lease, ttl)
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - lease)
-  redis.call('ZINTERSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'WEIGHTS', 1, 0)
+  if redis.call('ZINTERSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'WEIGHTS', 1, 0) > 0 then
+    redis.call('PEXPIRE', KEYS[2], ttl)
+  end
 end
 
 local function next_at()

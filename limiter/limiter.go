@@ -205,7 +205,7 @@ func (l *Limiter) check(ctx context.Context, k keys, id string, rule Rule) (outc
 // removal lets in are told over pub/sub; those in this process are also told
 // here at once, which saves them the trip through Redis.
 func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held bool) (bool, error) {
-	v, err := releaseScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(rule.Delay), flag(held), k.wake).Slice()
+	v, err := releaseScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(rule.Delay), flag(held), k.wake, ms(l.keyTTL(rule))).Slice()
 	if err != nil {
 		return false, fmt.Errorf("limiter: release %s: %w", k.site, err)
 	}

@@ -3,12 +3,12 @@
 -- KEYS: see common.lua.
 -- ARGV[1] entry id   ARGV[2] limit   ARGV[3] lease ms   ARGV[4] crawl delay ms
 -- ARGV[5] '1' when the entry held a permit (starts the crawl delay)
--- ARGV[6] wake-up channel
+-- ARGV[6] wake-up channel   ARGV[7] key TTL ms
 -- Publishes "<limit> <wait ms> <id>..." naming the entries now ranked below
 -- limit, when the removed one was among them and someone waited behind it.
 -- Returns {1 if the entry was still there else 0, wait ms, the ids published...}
 -- so that the releaser can also wake waiters in its own process directly.
-local id, limit, lease, delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local id, limit, lease, delay, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[7])
 local wait, now = 0, nil
 if ARGV[5] == '1' and delay > 0 then
   now = now_ms()
@@ -18,7 +18,7 @@ end
 local out = {0, wait}
 if redis.call('ZCARD', KEYS[2]) > limit then
   -- Someone may be waiting: rank the entry among live ones only.
-  prune(now or now_ms(), lease)
+  prune(now or now_ms(), lease, ttl)
   local rank = redis.call('ZRANK', KEYS[2], id)
   local size = redis.call('ZCARD', KEYS[2])
   out[1] = redis.call('ZREM', KEYS[1], id)

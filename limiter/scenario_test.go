@@ -241,3 +241,40 @@ func TestRedisCluster(t *testing.T) {
 		}
 	}
 }
+
+// Pruning rewrites owners (ZINTERSTORE drops a key's TTL); whatever path did
+// the pruning, the keys must still expire once every holder has died.
+func TestKeysExpireAfterPruningPaths(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		rdb := newClient(t)
+		const lease = 200 * time.Millisecond
+		l := newLimiter(t, rdb, Options{Mode: mode, Lease: lease})
+		pattern := l.opts.prefix() + ":*"
+		// Two holders that die (never released); then, once they have
+		// expired, a busy TryAcquire and a release prune them.
+		if _, err := l.Acquire(ctx, "prune.example", 2); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(lease / 2)
+		if _, err := l.Acquire(ctx, "prune.example", 2); err != nil {
+			t.Fatal(err)
+		}
+		p, err := l.Acquire(ctx, "prune.example", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.TryAcquire(ctx, "prune.example", 1); !errors.Is(err, ErrBusy) {
+			t.Fatalf("want busy, got %v", err)
+		}
+		time.Sleep(lease*3/5 + 10*time.Millisecond) // the first holder has expired
+		if _, err := l.TryAcquire(ctx, "prune.example", 2); !errors.Is(err, ErrBusy) {
+			t.Fatalf("want busy, got %v", err)
+		}
+		p.Release(ctx) // leaves the second holder, which dies too
+		waitFor(t, "keys to expire", func() bool {
+			keys, _ := rdb.Keys(ctx, pattern).Result()
+			return len(keys) == 0
+		})
+	})
+}
