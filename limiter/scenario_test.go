@@ -278,3 +278,57 @@ func TestKeysExpireAfterPruningPaths(t *testing.T) {
 		})
 	})
 }
+
+// A holder whose refreshes cannot reach Redis (the server is frozen) loses its
+// permit by its own clock, no later than one lease after its last confirmed
+// refresh; once Redis is back, the crawl goes on.
+func TestSelfFencingWhenRedisFreezes(t *testing.T) {
+	frozen, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Close()
+	rdb := frozen.Client()
+	defer rdb.Close()
+	ctx := ctxT(t)
+	const lease = 600 * time.Millisecond
+	l := New(rdb, &Options{Lease: lease})
+	defer l.Close()
+	p, err := l.Acquire(ctx, "frozen.example", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.KeepAlive(ctx)
+	time.Sleep(lease / 2) // at least one refresh confirmed
+	if err := frozen.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			frozen.Resume()
+		}
+	}()
+	paused := time.Now()
+	select {
+	case <-p.Done():
+	case <-time.After(10 * lease):
+		t.Fatal("permit still held 10 leases after Redis froze")
+	}
+	if lostAfter := time.Since(paused); lostAfter > 2*lease {
+		t.Errorf("Done closed %v after Redis froze; the lease is %v", lostAfter, lease)
+	}
+	if err := p.Err(); !errors.Is(err, ErrPermitLost) {
+		t.Fatalf("Err() = %v", err)
+	}
+	frozen.Resume()
+	resumed = true
+	if err := p.Release(ctx); !errors.Is(err, ErrPermitLost) {
+		t.Fatalf("release after losing the permit: %v, want ErrPermitLost", err)
+	}
+	q, err := l.Acquire(ctx, "frozen.example", 1)
+	if err != nil {
+		t.Fatalf("acquire after Redis came back: %v", err)
+	}
+	q.Release(ctx)
+}
