@@ -1,0 +1,88 @@
+package testserver
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"strings"
+	"time"
+)
+
+// writeDashboard renders stats as one HTML page: a row per site with its cap,
+// the most it saw at once and its other figures, and a chart of requests in
+// flight over time with the cap drawn as a dashed line. No external assets.
+// refresh > 0 reloads the page every refresh seconds.
+func writeDashboard(w io.Writer, st Stats, refresh int) error {
+	type row struct {
+		SiteStats
+		Over  bool
+		Gap   string
+		Chart template.HTML
+	}
+	var rows []row
+	worst := 0
+	for _, s := range st.Sites {
+		r := row{SiteStats: s, Over: s.MaxInFlight > s.Cap || s.OverCap > 0, Chart: chart(s)}
+		switch {
+		case s.MinGapMs < 0:
+			r.Gap = "–"
+		default:
+			r.Gap = fmt.Sprintf("%.0f ms", s.MinGapMs)
+		}
+		if r.Over || s.DisallowedHits > 0 || (s.CrawlDelayMs > 0 && s.MinGapMs >= 0 && s.MinGapMs < float64(s.CrawlDelayMs)) {
+			worst++
+		}
+		rows = append(rows, r)
+	}
+	return dashboardTmpl.Execute(w, map[string]any{
+		"Stats": st, "Rows": rows, "Bad": worst, "Refresh": refresh,
+		"Uptime": (time.Duration(st.UptimeMs) * time.Millisecond).Round(time.Second),
+	})
+}
+
+// chart draws a site's in-flight series as an inline SVG.
+func chart(s SiteStats) template.HTML {
+	const w, h = 360.0, 48.0
+	top := s.Cap + 1
+	for _, v := range s.Series {
+		top = max(top, v)
+	}
+	y := func(v int) float64 { return h - 2 - float64(v)*(h-4)/float64(top) }
+	var pts strings.Builder
+	n := max(len(s.Series), 2)
+	for i, v := range s.Series {
+		x := float64(i) * w / float64(n-1)
+		fmt.Fprintf(&pts, "%.1f,%.1f ", x, y(v))
+	}
+	color := "#2563eb"
+	if s.MaxInFlight > s.Cap {
+		color = "#dc2626"
+	}
+	return template.HTML(fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img" aria-label="in flight over time">`+
+		`<rect width="100%%" height="100%%" fill="#f8fafc"/>`+
+		`<line x1="0" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#dc2626" stroke-dasharray="4 3"/>`+
+		`<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/></svg>`,
+		w, h, w, h, w, y(s.Cap), y(s.Cap), color, strings.TrimSpace(pts.String())))
+}
+
+var dashboardTmpl = template.Must(template.New("dash").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+{{if gt .Refresh 0}}<meta http-equiv="refresh" content="{{.Refresh}}">{{end}}
+<title>polite testserver — {{.Stats.Profile}}</title>
+<style>
+body{font:14px system-ui,sans-serif;margin:1.5em;color:#0f172a}
+table{border-collapse:collapse}th,td{padding:4px 8px;border-bottom:1px solid #e2e8f0;text-align:right}
+th{background:#f1f5f9}td.l,th.l{text-align:left}.bad{color:#dc2626;font-weight:bold}.ok{color:#16a34a}
+</style></head><body>
+<h1>polite testserver <small>profile {{.Stats.Profile}}, up {{.Uptime}}</small></h1>
+<p>{{len .Rows}} sites. {{if .Bad}}<span class="bad">{{.Bad}} site(s) saw a violation.</span>{{else}}<span class="ok">No site saw more than its cap, a disallowed hit, or a gap under its crawl delay.</span>{{end}}
+Chart: requests in flight per 100 ms, dashed line = cap.</p>
+<table><tr><th class="l">site</th><th>cap</th><th>max in flight</th><th>over cap</th><th>requests</th><th>disallowed hits</th><th>robots.txt</th><th>dups</th><th>min gap / delay</th><th class="l">in flight over time</th></tr>
+{{range .Rows}}<tr><td class="l"><a href="{{.URL}}">{{.Host}}</a></td><td>{{.Cap}}</td>
+<td{{if .Over}} class="bad"{{end}}>{{.MaxInFlight}}</td><td{{if .OverCap}} class="bad"{{end}}>{{.OverCap}}</td>
+<td>{{.Requests}}</td><td{{if .DisallowedHits}} class="bad"{{end}}>{{.DisallowedHits}}</td><td>{{.RobotsFetches}}</td><td>{{.DuplicateFetches}}</td>
+<td>{{.Gap}}{{if .CrawlDelayMs}} / {{.CrawlDelayMs}} ms{{end}}</td><td class="l">{{.Chart}}</td></tr>
+{{end}}</table>
+<p><a href="/_stats">/_stats</a> (JSON) · POST /_reset</p>
+</body></html>
+`))

@@ -1,0 +1,198 @@
+package testserver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Profile describes every site the server runs. Build one with Preset, load
+// one with LoadProfile, or write it by hand.
+type Profile struct {
+	Name string `json:"name"`
+	// Seed makes pages and links reproducible.
+	Seed int64 `json:"seed"`
+	// Agent is the product token the site's own robots group names (default
+	// "politebot"). Rules for other agents are there to be ignored.
+	Agent string `json:"agent,omitempty"`
+	// DefaultCap is the concurrency a site tolerates when its robots.txt says
+	// nothing (default 3). A Concurrency line can only lower it.
+	DefaultCap int        `json:"default_cap,omitempty"`
+	Sites      []SiteSpec `json:"sites"`
+}
+
+// SiteSpec is one site. Shares (Slow, Retry, ...) are the fraction of a
+// page's links that point at pages with that behaviour.
+type SiteSpec struct {
+	Pages      int      `json:"pages"`                 // normal pages /p/0 .. /p/Pages-1
+	Links      int      `json:"links"`                 // links per page within the site
+	CrossLinks int      `json:"cross_links,omitempty"` // links per page to other sites
+	Latency    Duration `json:"latency,omitempty"`     // time to first byte (mean)
+	Jitter     Duration `json:"jitter,omitempty"`      // ± uniformly around Latency
+	PageBytes  int      `json:"page_bytes,omitempty"`  // body size of a normal page
+
+	Slow      float64  `json:"slow,omitempty"`       // /slow/N: streams its body over SlowFor
+	SlowFor   Duration `json:"slow_for,omitempty"`   //
+	Retry     float64  `json:"retry,omitempty"`      // /retry/N: 429 or 503 with Retry-After once, then 200
+	Errors    float64  `json:"errors,omitempty"`     // /error/N: 500
+	Redirects float64  `json:"redirects,omitempty"`  // /redirect/N (same site), /redirect-private/N, /away/N (other site)
+	Huge      float64  `json:"huge,omitempty"`       // /huge/N: HugeBytes of body
+	HugeBytes int      `json:"huge_bytes,omitempty"` //
+	NonHTML   float64  `json:"non_html,omitempty"`   // /data/N.bin: application/octet-stream
+	Hostile   bool     `json:"hostile,omitempty"`    // odd link schemes, invalid UTF-8, redirect loops
+	Robots    Robots   `json:"robots"`
+}
+
+// Robots is what a site's robots.txt says and how it is served.
+type Robots struct {
+	// Status of /robots.txt: 200 (default), 404 (allow all), 429 or 5xx
+	// (a crawler must then treat the whole site as disallowed).
+	Status int `json:"status,omitempty"`
+	// Disallow lists path prefixes closed to Profile.Agent. Pages link into
+	// them, so a crawler that ignores them is caught.
+	Disallow []string `json:"disallow,omitempty"`
+	// Concurrency is our extension line "Concurrency: N" (0 = not said).
+	Concurrency int `json:"concurrency,omitempty"`
+	// CrawlDelay adds "Crawl-delay: seconds"; RequestRate adds
+	// "Request-rate: n/t" (e.g. "1/2s"). Either means one request at a time.
+	CrawlDelay  Duration `json:"crawl_delay,omitempty"`
+	RequestRate string   `json:"request_rate,omitempty"`
+	// Wildcard puts the rules in the "*" group instead of Agent's.
+	Wildcard bool `json:"wildcard,omitempty"`
+	// OtherAgents adds groups for other crawlers, stricter than ours.
+	OtherAgents bool `json:"other_agents,omitempty"`
+	// RedirectHops makes /robots.txt redirect this many times first.
+	RedirectHops int `json:"redirect_hops,omitempty"`
+	// Delay holds the robots.txt response back this long.
+	Delay Duration `json:"delay,omitempty"`
+	// Oversize pads the file with comments past 500 KiB after the rules.
+	Oversize bool `json:"oversize,omitempty"`
+}
+
+// Duration is a time.Duration written as "150ms" in JSON.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string like \"150ms\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// LoadProfile reads a JSON profile file and validates it.
+func LoadProfile(path string) (Profile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Profile{}, fmt.Errorf("testserver: %w", err)
+	}
+	var p Profile
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return Profile{}, fmt.Errorf("testserver: profile %s: %w", path, err)
+	}
+	return p, p.Validate()
+}
+
+func (p *Profile) agent() string {
+	if p.Agent == "" {
+		return "politebot"
+	}
+	return p.Agent
+}
+
+func (p *Profile) defaultCap() int {
+	if p.DefaultCap <= 0 {
+		return 3
+	}
+	return p.DefaultCap
+}
+
+// Validate reports every problem in the profile at once.
+func (p *Profile) Validate() error {
+	var errs []error
+	if len(p.Sites) == 0 {
+		errs = append(errs, errors.New("sites: none (want at least 1)"))
+	}
+	if len(p.Sites) > 60000 {
+		errs = append(errs, fmt.Errorf("sites: %d (at most 60000)", len(p.Sites)))
+	}
+	for i, s := range p.Sites {
+		bad := func(field, format string, a ...any) {
+			errs = append(errs, fmt.Errorf("sites[%d].%s: %s", i, field, fmt.Sprintf(format, a...)))
+		}
+		if s.Pages < 1 || s.Pages > 1_000_000 {
+			bad("pages", "%d (want 1..1000000)", s.Pages)
+		}
+		if s.Links < 0 || s.Links > 10_000 || s.CrossLinks < 0 || s.CrossLinks > 10_000 {
+			bad("links", "%d/%d (want 0..10000)", s.Links, s.CrossLinks)
+		}
+		if s.Latency < 0 || s.Jitter < 0 || s.Jitter > s.Latency {
+			bad("latency", "%v ± %v (want >= 0, jitter <= latency)", time.Duration(s.Latency), time.Duration(s.Jitter))
+		}
+		if s.PageBytes < 0 || s.HugeBytes < 0 || s.HugeBytes > 1<<30 {
+			bad("page_bytes", "%d / huge %d (want 0..1 GiB)", s.PageBytes, s.HugeBytes)
+		}
+		sum := 0.0
+		for _, f := range []float64{s.Slow, s.Retry, s.Errors, s.Redirects, s.Huge, s.NonHTML} {
+			if f < 0 {
+				bad("shares", "%v is negative", f)
+			}
+			sum += f
+		}
+		if sum > 1 {
+			bad("shares", "add up to %.2f (want <= 1)", sum)
+		}
+		r := s.Robots
+		if r.Status != 0 && (r.Status < 200 || r.Status > 599 || (r.Status >= 300 && r.Status < 400)) {
+			bad("robots.status", "%d (want 2xx, 4xx or 5xx; use redirect_hops for 3xx)", r.Status)
+		}
+		if r.Concurrency < 0 || r.CrawlDelay < 0 || r.RedirectHops < 0 || r.RedirectHops > 20 {
+			bad("robots", "negative concurrency or delay, or more than 20 redirect hops")
+		}
+		if r.RequestRate != "" {
+			if _, err := parseRate(r.RequestRate); err != nil {
+				bad("robots.request_rate", "%v", err)
+			}
+		}
+		for _, d := range r.Disallow {
+			if !strings.HasPrefix(d, "/") {
+				bad("robots.disallow", "%q does not start with /", d)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// parseRate reads "n/t" (t a Go duration, or a number of seconds) and returns
+// the gap one request per t/n means.
+func parseRate(s string) (time.Duration, error) {
+	n, t, ok := strings.Cut(s, "/")
+	var count int
+	if _, err := fmt.Sscanf(n, "%d", &count); !ok || err != nil || count < 1 {
+		return 0, fmt.Errorf("request rate %q: want n/t such as 1/5s", s)
+	}
+	d, err := time.ParseDuration(t)
+	if err != nil {
+		var secs int
+		if _, err2 := fmt.Sscanf(t, "%d", &secs); err2 != nil || secs < 1 {
+			return 0, fmt.Errorf("request rate %q: want n/t such as 1/5s", s)
+		}
+		d = time.Duration(secs) * time.Second
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("request rate %q: period must be positive", s)
+	}
+	return d / time.Duration(count), nil
+}

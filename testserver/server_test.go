@@ -1,0 +1,264 @@
+package testserver
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// start runs a server for the test and closes it at the end.
+func start(t *testing.T, p Profile, opts ...Option) *Server {
+	t.Helper()
+	s, err := New(p, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func oneSite(spec SiteSpec) Profile {
+	return Profile{Name: "test", Seed: 1, Sites: []SiteSpec{spec}}
+}
+
+// get fetches url and returns status, body and headers.
+func get(t *testing.T, c *http.Client, url string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b), resp.Header
+}
+
+var noRedirects = &http.Client{
+	Timeout:       10 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+func waitStats(t *testing.T, s *Server, what string, cond func(SiteStats) bool) SiteStats {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := s.Stats().Sites[0]
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; stats %+v", what, st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// holdOpen starts k requests to url that the server holds open (a long
+// latency), waits until the server counts them all in flight, then cancels
+// them and waits for the server to see them end.
+func holdOpen(t *testing.T, s *Server, url string, k int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	before := s.Stats().Sites[0].Requests
+	var wg sync.WaitGroup
+	for i := 0; i < k; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	waitStats(t, s, "requests in flight", func(st SiteStats) bool { return st.Requests == before+int64(k) })
+	cancel()
+	wg.Wait()
+	waitStats(t, s, "requests to end", func(st SiteStats) bool { return st.InFlight == 0 })
+}
+
+func TestConcurrencyCountedExactly(t *testing.T) {
+	spec := SiteSpec{Pages: 5, Links: 1, Latency: Duration(time.Minute), Robots: Robots{Concurrency: 2}}
+	s := start(t, oneSite(spec))
+	url := s.Sites()[0].URL + "/p/1"
+	for _, k := range []int{1, 2, 5} {
+		s.Reset()
+		holdOpen(t, s, url, k)
+		st := s.Stats().Sites[0]
+		if st.MaxInFlight != k {
+			t.Errorf("%d concurrent requests: max_inflight %d", k, st.MaxInFlight)
+		}
+		// The cap is 2: only starts with 2 or more already in flight count.
+		if want := int64(max(0, k-2)); st.OverCap != want {
+			t.Errorf("%d concurrent requests, cap 2: over_cap %d, want %d", k, st.OverCap, want)
+		}
+	}
+	// Sequential requests never count as over the cap.
+	fast := start(t, oneSite(SiteSpec{Pages: 5, Links: 1, Robots: Robots{Concurrency: 1}}))
+	for i := 0; i < 5; i++ {
+		get(t, http.DefaultClient, fast.Sites()[0].URL+"/p/2")
+	}
+	if st := fast.Stats().Sites[0]; st.OverCap != 0 || st.MaxInFlight != 1 || st.Requests != 5 {
+		t.Errorf("sequential requests: %+v", st)
+	}
+}
+
+func TestGapsMeasured(t *testing.T) {
+	s := start(t, oneSite(SiteSpec{Pages: 5, Links: 1, Robots: Robots{CrawlDelay: Duration(time.Second)}}))
+	site := s.Sites()[0]
+	if site.Cap != 1 || site.CrawlDelay != time.Second {
+		t.Fatalf("a crawl delay means cap 1 and that gap: %+v", site)
+	}
+	if st := s.Stats().Sites[0]; st.MinGapMs != -1 {
+		t.Fatalf("min gap before any request: %v, want -1", st.MinGapMs)
+	}
+	get(t, http.DefaultClient, site.URL+"/p/0")
+	time.Sleep(120 * time.Millisecond)
+	get(t, http.DefaultClient, site.URL+"/p/1")
+	st := s.Stats().Sites[0]
+	// The server's gap runs from its end of one request to its start of the
+	// next, so it is at least the client's pause.
+	if st.MinGapMs < 120 || st.MinGapMs > 5000 {
+		t.Fatalf("min gap %v ms after a 120 ms pause", st.MinGapMs)
+	}
+	if st.GapHistogram["250"] != 1 {
+		t.Errorf("gap histogram %v: want the one gap in the 100-250 ms bucket", st.GapHistogram)
+	}
+	if st.CrawlDelayMs != 1000 {
+		t.Errorf("crawl_delay_ms %d", st.CrawlDelayMs)
+	}
+	// A request that starts while another is in flight has gap 0, even
+	// long after the last one ended.
+	slow := start(t, oneSite(SiteSpec{Pages: 5, Links: 1, Latency: Duration(time.Minute)}))
+	get(t, http.DefaultClient, slow.Sites()[0].URL+"/robots.txt") // robots.txt has no latency
+	time.Sleep(50 * time.Millisecond)
+	holdOpen(t, slow, slow.Sites()[0].URL+"/p/0", 2)
+	if st := slow.Stats().Sites[0]; st.MinGapMs != 0 {
+		t.Fatalf("overlapping requests: min gap %v, want 0", st.MinGapMs)
+	}
+}
+
+func TestCountsPathsRobotsAndDisallowed(t *testing.T) {
+	s := start(t, oneSite(SiteSpec{Pages: 10, Links: 3, Robots: Robots{Disallow: []string{"/private/"}}}))
+	u := s.Sites()[0].URL
+	get(t, http.DefaultClient, u+"/robots.txt")
+	get(t, http.DefaultClient, u+"/robots.txt")
+	get(t, http.DefaultClient, u+"/p/1")
+	get(t, http.DefaultClient, u+"/p/1") // duplicate
+	get(t, http.DefaultClient, u+"/p/2")
+	get(t, http.DefaultClient, u+"/private/3")
+	get(t, http.DefaultClient, u+"/nope")
+	st := s.Stats().Sites[0]
+	want := SiteStats{Requests: 7, RobotsFetches: 2, DisallowedHits: 1, DuplicateFetches: 1, DistinctPaths: 5}
+	if st.Requests != want.Requests || st.RobotsFetches != want.RobotsFetches || st.DisallowedHits != want.DisallowedHits ||
+		st.DuplicateFetches != want.DuplicateFetches || st.DistinctPaths != want.DistinctPaths {
+		t.Fatalf("got %+v", st)
+	}
+	if st.Status["200"] != 6 || st.Status["404"] != 1 || st.BytesSent == 0 {
+		t.Fatalf("status %v bytes %d", st.Status, st.BytesSent)
+	}
+	resp, err := http.Post(s.ControlURL()+"/_reset", "", nil)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("reset: %v %v", resp, err)
+	}
+	if st := s.Stats().Sites[0]; st.Requests != 0 || st.DistinctPaths != 0 || st.MaxInFlight != 0 {
+		t.Fatalf("after reset: %+v", st)
+	}
+}
+
+func TestStatsJSON(t *testing.T) {
+	p, err := Preset("mixed", 3, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, p)
+	get(t, http.DefaultClient, s.Sites()[1].URL+"/p/0")
+	_, body, h := get(t, http.DefaultClient, s.ControlURL()+"/_stats")
+	if !strings.HasPrefix(h.Get("Content-Type"), "application/json") {
+		t.Fatalf("content type %q", h.Get("Content-Type"))
+	}
+	var raw struct {
+		Sites []map[string]any `json:"sites"`
+	}
+	if err := json.Unmarshal([]byte(body), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw.Sites) != 3 {
+		t.Fatalf("%d sites in /_stats", len(raw.Sites))
+	}
+	for _, key := range []string{"host", "cap", "requests", "max_inflight", "over_cap", "disallowed_hits",
+		"robots_fetches", "duplicate_fetches", "min_gap_ms"} {
+		if _, ok := raw.Sites[1][key]; !ok {
+			t.Errorf("/_stats lacks %q", key)
+		}
+	}
+	if raw.Sites[1]["requests"].(float64) != 1 || raw.Sites[1]["cap"].(float64) != 1 {
+		t.Errorf("site 1 (Concurrency: 1): %v", raw.Sites[1])
+	}
+}
+
+func TestSitesHaveDistinctHosts(t *testing.T) {
+	p, _ := Preset("uniform", 5, 1)
+	s := start(t, p)
+	seen := map[string]bool{}
+	for _, site := range s.Sites() {
+		host := strings.Split(site.Host, ":")[0]
+		if seen[host] || !strings.HasPrefix(host, "127.") || host == "127.0.0.1" {
+			t.Fatalf("site host %s (seen %v)", site.Host, seen)
+		}
+		seen[host] = true
+		if code, _, _ := get(t, http.DefaultClient, site.URL+"/"); code != 200 {
+			t.Fatalf("%s/: %d", site.URL, code)
+		}
+	}
+	same := start(t, p, WithSameHost(), WithControl(""))
+	for _, site := range same.Sites() {
+		if !strings.HasPrefix(site.Host, "127.0.0.1:") {
+			t.Fatalf("WithSameHost: %s", site.Host)
+		}
+	}
+	if same.ControlURL() != "" {
+		t.Fatal("WithControl(\"\") still opened a control address")
+	}
+}
+
+// Close waits for requests in flight: a slow stream is cut short, and its end
+// is recorded before Close returns.
+func TestCloseWaitsForInflight(t *testing.T) {
+	s, err := New(oneSite(SiteSpec{Pages: 2, Links: 1, PageBytes: 1000, Slow: 1, SlowFor: Duration(time.Minute)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.Get(s.Sites()[0].URL + "/slow/1"); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	waitStats(t, s, "slow request in flight", func(st SiteStats) bool { return st.InFlight == 1 })
+	t0 := time.Now()
+	s.Close()
+	if st := s.Stats().Sites[0]; st.InFlight != 0 {
+		t.Fatalf("Close returned with %d in flight", st.InFlight)
+	}
+	if time.Since(t0) > 9*time.Second {
+		t.Fatalf("Close took %v", time.Since(t0))
+	}
+	<-done
+}

@@ -1,0 +1,211 @@
+package testserver
+
+import (
+	"strconv"
+	"sync"
+	"time"
+)
+
+const (
+	// maxPaths bounds the distinct paths remembered per site; past it,
+	// requests to new paths are counted in UntrackedPaths.
+	maxPaths = 100_000
+	// seriesStep and seriesLen bound the in-flight history per site: the
+	// maximum in flight per 100 ms, for the last 2 minutes.
+	seriesStep = 100 * time.Millisecond
+	seriesLen  = 1200
+)
+
+// gapBounds are the upper bounds of the gap histogram buckets; the last
+// bucket counts everything above.
+var gapBounds = []time.Duration{0, 10 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
+	250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second}
+
+// SiteStats is what one site has seen. Counts are exact: every request is
+// recorded under the site's lock as it starts and as it ends.
+type SiteStats struct {
+	Host         string `json:"host"`
+	URL          string `json:"url"`
+	Cap          int    `json:"cap"`            // concurrency the site tolerates
+	CrawlDelayMs int64  `json:"crawl_delay_ms"` // minimum gap it asks for (0 = none)
+	Requests     int64  `json:"requests"`
+	InFlight     int    `json:"inflight"`
+	MaxInFlight  int    `json:"max_inflight"`
+	// OverCap counts requests that started while Cap requests were already
+	// in flight.
+	OverCap        int64 `json:"over_cap"`
+	DisallowedHits int64 `json:"disallowed_hits"`
+	RobotsFetches  int64 `json:"robots_fetches"`
+	DistinctPaths  int   `json:"distinct_paths"`
+	UntrackedPaths int64 `json:"untracked_paths"`
+	// DuplicateFetches counts requests for a path already answered 200.
+	DuplicateFetches int64 `json:"duplicate_fetches"`
+	// MinGapMs is the smallest gap between the end of one request and the
+	// start of the next; a request that starts while another is in flight has
+	// gap 0. -1 when fewer than two requests were seen.
+	MinGapMs float64 `json:"min_gap_ms"`
+	// GapHistogram counts gaps by upper bound in ms ("+Inf" for the rest).
+	GapHistogram map[string]int64 `json:"gap_histogram"`
+	Status       map[string]int64 `json:"status"`
+	BytesSent    int64            `json:"bytes_sent"`
+	// Series is the maximum in flight in each 100 ms step, oldest first,
+	// ending at SeriesEndMs (ms since the server started).
+	Series      []int `json:"series"`
+	SeriesEndMs int64 `json:"series_end_ms"`
+}
+
+// recorder keeps one site's measurements.
+type recorder struct {
+	cap   int
+	start time.Time // the server's start: origin of the series
+
+	mu        sync.Mutex
+	requests  int64
+	inflight  int
+	maxIn     int
+	overCap   int64
+	disHits   int64
+	robots    int64
+	paths     map[string]bool // path -> answered 200 at least once
+	untracked int64
+	dups      int64
+	lastEnd   time.Time
+	minGap    time.Duration
+	gaps      []int64 // per gapBounds bucket, plus +Inf
+	status    map[int]int64
+	bytes     int64
+	series    []int // ring of seriesLen steps
+	step      int64 // index of the newest step
+	first     int64 // step of the last reset
+}
+
+func newRecorder(cap int, start time.Time) *recorder {
+	r := &recorder{cap: cap, start: start}
+	r.reset()
+	return r
+}
+
+func (r *recorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests, r.maxIn, r.overCap, r.disHits, r.robots = 0, r.inflight, 0, 0, 0
+	r.paths = map[string]bool{}
+	r.untracked, r.dups, r.bytes = 0, 0, 0
+	r.lastEnd, r.minGap = time.Time{}, -1
+	r.gaps = make([]int64, len(gapBounds)+1)
+	r.status = map[int]int64{}
+	r.series = make([]int, seriesLen)
+	r.step = r.stepAt(time.Now())
+	r.first = r.step
+	r.series[r.step%seriesLen] = r.inflight
+}
+
+func (r *recorder) stepAt(t time.Time) int64 { return int64(t.Sub(r.start) / seriesStep) }
+
+// advance moves the series to t's step, carrying the current in-flight count
+// through the steps in between. r.mu held.
+func (r *recorder) advance(t time.Time) {
+	s := r.stepAt(t)
+	for r.step < s {
+		r.step++
+		r.series[r.step%seriesLen] = r.inflight
+		if s-r.step > seriesLen { // a long idle stretch: skip ahead
+			r.step = s - seriesLen
+		}
+	}
+}
+
+// begin records a request's start and returns the path's tracking state.
+func (r *recorder) begin(path string, disallowed, robots bool) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.advance(now)
+	r.requests++
+	if r.inflight >= r.cap {
+		r.overCap++
+	}
+	gap := time.Duration(0)
+	if r.inflight == 0 && !r.lastEnd.IsZero() {
+		gap = now.Sub(r.lastEnd)
+	}
+	if r.inflight > 0 || !r.lastEnd.IsZero() {
+		if r.minGap < 0 || gap < r.minGap {
+			r.minGap = gap
+		}
+		i := 0
+		for i < len(gapBounds) && gap > gapBounds[i] {
+			i++
+		}
+		r.gaps[i]++
+	}
+	r.inflight++
+	r.maxIn = max(r.maxIn, r.inflight)
+	if v := r.series[r.step%seriesLen]; r.inflight > v {
+		r.series[r.step%seriesLen] = r.inflight
+	}
+	if disallowed {
+		r.disHits++
+	}
+	if robots {
+		r.robots++
+	}
+	if seen, ok := r.paths[path]; ok {
+		if seen && !robots {
+			r.dups++
+		}
+	} else if len(r.paths) < maxPaths {
+		r.paths[path] = false
+	} else {
+		r.untracked++
+	}
+}
+
+// end records a request's end with its status and body bytes.
+func (r *recorder) end(path string, status int, bytes int64) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.advance(now)
+	r.inflight--
+	r.lastEnd = now
+	r.status[status]++
+	r.bytes += bytes
+	if status == 200 {
+		if _, ok := r.paths[path]; ok {
+			r.paths[path] = true
+		}
+	}
+}
+
+func (r *recorder) snapshot(host, url string, gap time.Duration) SiteStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.advance(time.Now())
+	st := SiteStats{
+		Host: host, URL: url, Cap: r.cap, CrawlDelayMs: gap.Milliseconds(),
+		Requests: r.requests, InFlight: r.inflight, MaxInFlight: r.maxIn, OverCap: r.overCap,
+		DisallowedHits: r.disHits, RobotsFetches: r.robots, DistinctPaths: len(r.paths),
+		UntrackedPaths: r.untracked, DuplicateFetches: r.dups, MinGapMs: -1,
+		GapHistogram: map[string]int64{}, Status: map[string]int64{}, BytesSent: r.bytes,
+	}
+	if r.minGap >= 0 {
+		st.MinGapMs = float64(r.minGap.Microseconds()) / 1000
+	}
+	for i, n := range r.gaps {
+		key := "+Inf"
+		if i < len(gapBounds) {
+			key = strconv.FormatInt(gapBounds[i].Milliseconds(), 10)
+		}
+		st.GapHistogram[key] = n
+	}
+	for code, n := range r.status {
+		st.Status[strconv.Itoa(code)] = n
+	}
+	first := max(r.first, r.step-seriesLen+1)
+	for s := first; s <= r.step; s++ {
+		st.Series = append(st.Series, r.series[s%seriesLen])
+	}
+	st.SeriesEndMs = (r.step + 1) * seriesStep.Milliseconds()
+	return st
+}
