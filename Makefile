@@ -1,7 +1,7 @@
 # The README's commands. `make test` is what CI runs (via .ci/run).
 GO ?= go
 
-.PHONY: test check vet race bench redis-server
+.PHONY: test check vet race bench redis-server dashboard-screenshot
 
 test: redis-server check vet race
 
@@ -26,3 +26,12 @@ race:
 # Benchmarks: figures, never pass/fail.
 bench: redis-server
 	$(GO) test -run '^$$' -bench . -benchtime 3000x ./limiter/
+
+# Renders the testserver dashboard with some traffic and screenshots it with
+# headless Chromium (installed if missing) into dashboard.png.
+dashboard-screenshot:
+	@command -v chromium >/dev/null || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	DASHBOARD_OUT=$(CURDIR)/dashboard.html $(GO) test -count=1 -run TestDashboardRenders ./testserver/
+	chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
+	  --disable-component-update --disable-sync --user-data-dir=$$(mktemp -d) --window-size=1400,500 \
+	  --screenshot=$(CURDIR)/dashboard.png file://$(CURDIR)/dashboard.html

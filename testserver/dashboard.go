@@ -48,11 +48,12 @@ func chart(s SiteStats) template.HTML {
 		top = max(top, v)
 	}
 	y := func(v int) float64 { return h - 2 - float64(v)*(h-4)/float64(top) }
+	// A step chart: each 100 ms step is a flat segment at its maximum, so a
+	// single step still shows.
 	var pts strings.Builder
-	n := max(len(s.Series), 2)
+	dx := w / float64(max(len(s.Series), 1))
 	for i, v := range s.Series {
-		x := float64(i) * w / float64(n-1)
-		fmt.Fprintf(&pts, "%.1f,%.1f ", x, y(v))
+		fmt.Fprintf(&pts, "%.1f,%.1f %.1f,%.1f ", float64(i)*dx, y(v), float64(i+1)*dx, y(v))
 	}
 	color := "#2563eb"
 	if s.MaxInFlight > s.Cap {
@@ -77,8 +78,8 @@ th{background:#f1f5f9}td.l,th.l{text-align:left}.bad{color:#dc2626;font-weight:b
 <h1>polite testserver <small>profile {{.Stats.Profile}}, up {{.Uptime}}</small></h1>
 <p>{{len .Rows}} sites. {{if .Bad}}<span class="bad">{{.Bad}} site(s) saw a violation.</span>{{else}}<span class="ok">No site saw more than its cap, a disallowed hit, or a gap under its crawl delay.</span>{{end}}
 Chart: requests in flight per 100 ms, dashed line = cap.</p>
-<table><tr><th class="l">site</th><th>cap</th><th>max in flight</th><th>over cap</th><th>requests</th><th>disallowed hits</th><th>robots.txt</th><th>dups</th><th>min gap / delay</th><th class="l">in flight over time</th></tr>
-{{range .Rows}}<tr><td class="l"><a href="{{.URL}}">{{.Host}}</a></td><td>{{.Cap}}</td>
+<table><tr><th class="l">site</th><th class="l">robots.txt asks</th><th>cap</th><th>max in flight</th><th>over cap</th><th>requests</th><th>disallowed hits</th><th>robots.txt</th><th>dups</th><th>min gap / delay</th><th class="l">in flight over time</th></tr>
+{{range .Rows}}<tr><td class="l"><a href="{{.URL}}">{{.Host}}</a></td><td class="l">{{.Rules}}</td><td>{{.Cap}}</td>
 <td{{if .Over}} class="bad"{{end}}>{{.MaxInFlight}}</td><td{{if .OverCap}} class="bad"{{end}}>{{.OverCap}}</td>
 <td>{{.Requests}}</td><td{{if .DisallowedHits}} class="bad"{{end}}>{{.DisallowedHits}}</td><td>{{.RobotsFetches}}</td><td>{{.DuplicateFetches}}</td>
 <td>{{.Gap}}{{if .CrawlDelayMs}} / {{.CrawlDelayMs}} ms{{end}}</td><td class="l">{{.Chart}}</td></tr>

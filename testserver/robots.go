@@ -43,6 +43,49 @@ func siteRules(p *Profile, s SiteSpec) rules {
 	return r
 }
 
+// describe says in a few words what a site's robots.txt asks, for people.
+func describe(s SiteSpec, r rules) string {
+	rb := s.Robots
+	var parts []string
+	switch {
+	case r.closedSite:
+		return fmt.Sprintf("robots.txt %d: all closed", rb.Status)
+	case rb.Status >= 400:
+		parts = append(parts, fmt.Sprintf("robots.txt %d: all open", rb.Status))
+	case rb.RedirectHops > 5:
+		parts = append(parts, fmt.Sprintf("robots.txt %d redirects: all open", rb.RedirectHops))
+	default:
+		if rb.RedirectHops > 0 {
+			parts = append(parts, fmt.Sprintf("%d redirects", rb.RedirectHops))
+		}
+		if rb.Concurrency > 0 {
+			parts = append(parts, fmt.Sprintf("Concurrency %d", rb.Concurrency))
+		}
+		if rb.CrawlDelay > 0 {
+			parts = append(parts, fmt.Sprintf("Crawl-delay %v", time.Duration(rb.CrawlDelay)))
+		}
+		if rb.RequestRate != "" {
+			parts = append(parts, "Request-rate "+rb.RequestRate)
+		}
+		if len(r.disallow) > 0 {
+			parts = append(parts, "Disallow "+strings.Join(r.disallow, " "))
+		}
+		if rb.Delay > 0 {
+			parts = append(parts, fmt.Sprintf("slow robots.txt %v", time.Duration(rb.Delay)))
+		}
+		if rb.Oversize {
+			parts = append(parts, "robots.txt > 500 KiB")
+		}
+	}
+	if s.Slow > 0 {
+		parts = append(parts, fmt.Sprintf("%v streams", time.Duration(s.SlowFor)))
+	}
+	if s.Hostile {
+		parts = append(parts, "hostile pages")
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (r rules) disallowed(path string) bool {
 	if path == "/robots.txt" {
 		return false

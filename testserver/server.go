@@ -167,7 +167,7 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	st := Stats{Profile: s.profile.Name, UptimeMs: time.Since(s.start).Milliseconds()}
 	for _, x := range s.sites {
-		st.Sites = append(st.Sites, x.rec.snapshot(x.host, x.url, x.rules.gap))
+		st.Sites = append(st.Sites, x.rec.snapshot(x.host, x.url, describe(x.spec, x.rules), x.rules.gap))
 	}
 	return st
 }

@@ -27,6 +27,7 @@ type SiteStats struct {
 	Host         string `json:"host"`
 	URL          string `json:"url"`
 	Cap          int    `json:"cap"`            // concurrency the site tolerates
+	Rules        string `json:"rules"`          // what its robots.txt asks, in words
 	CrawlDelayMs int64  `json:"crawl_delay_ms"` // minimum gap it asks for (0 = none)
 	Requests     int64  `json:"requests"`
 	InFlight     int    `json:"inflight"`
@@ -178,12 +179,12 @@ func (r *recorder) end(path string, status int, bytes int64) {
 	}
 }
 
-func (r *recorder) snapshot(host, url string, gap time.Duration) SiteStats {
+func (r *recorder) snapshot(host, url, rules string, gap time.Duration) SiteStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.advance(time.Now())
 	st := SiteStats{
-		Host: host, URL: url, Cap: r.cap, CrawlDelayMs: gap.Milliseconds(),
+		Host: host, URL: url, Rules: rules, Cap: r.cap, CrawlDelayMs: gap.Milliseconds(),
 		Requests: r.requests, InFlight: r.inflight, MaxInFlight: r.maxIn, OverCap: r.overCap,
 		DisallowedHits: r.disHits, RobotsFetches: r.robots, DistinctPaths: len(r.paths),
 		UntrackedPaths: r.untracked, DuplicateFetches: r.dups, MinGapMs: -1,

@@ -1,0 +1,76 @@
+// Command crawler is the polite crawler's one binary. Each subcommand is a
+// small function over the packages; main only dispatches.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand: it parses its own flags from args and runs
+// until ctx is done (SIGINT/SIGTERM) or its work ends.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"testserver", "serve many local test sites and measure how politely they are crawled", runTestserver},
+}
+
+// errUsage marks a usage error: the message is printed and the exit code is 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			err := c.run(ctx, args[1:], stdout, stderr)
+			switch {
+			case err == nil, errors.Is(err, flag.ErrHelp):
+				return 0
+			case errors.Is(err, errUsage):
+				fmt.Fprintf(stderr, "crawler %s: %v\n", c.name, err)
+				return 2
+			default:
+				fmt.Fprintf(stderr, "crawler %s: %v\n", c.name, err)
+				return 1
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "crawler: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "crawler: a crawler whose workers, on any number of hosts, share one per-site politeness cap in Redis.")
+	fmt.Fprintln(w, "\nUsage: crawler COMMAND [flags]\n\nCommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'crawler COMMAND -h' for a command's flags.")
+}
+
+// usageErr formats a usage error.
+func usageErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// build compiles the crawler binary once per test run.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "crawler")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestTestserverCommand(t *testing.T) {
+	bin := build(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "testserver", "--sites", "4", "--profile", "mixed", "--listen", "127.0.0.1:0")
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	var sites []string
+	control := ""
+	for control == "" && sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) > 1 && f[0] == "site":
+			sites = append(sites, f[1])
+		case len(f) > 1 && f[0] == "control":
+			control = f[1]
+		}
+	}
+	if len(sites) != 4 || control == "" {
+		t.Fatalf("startup output: sites %v control %q; stderr %s", sites, control, stderr.String())
+	}
+	resp, err := http.Get(sites[0] + "/p/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get(control + "/_stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Sites []struct {
+			Requests int `json:"requests"`
+		} `json:"sites"`
+	}
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if len(st.Sites) != 4 || st.Sites[0].Requests != 1 {
+		t.Fatalf("/_stats: %+v", st)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	var rest strings.Builder
+	for sc.Scan() {
+		rest.WriteString(sc.Text() + "\n")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGINT: %v; stderr %s", err, stderr.String())
+	}
+	if !strings.Contains(rest.String(), "max in flight") || strings.Count(rest.String(), "127.0.") != 4 {
+		t.Fatalf("closing summary:\n%s", rest.String())
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	bin := build(t)
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"sites":[{"pages":0}]}`), 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "Usage: crawler COMMAND"},
+		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"testserver", "--sites", "0"}, 2, "--sites 0"},
+		{[]string{"testserver", "--profile", "weird"}, 2, `unknown profile "weird"`},
+		{[]string{"testserver", "--profile", bad}, 2, "sites[0].pages"},
+		{[]string{"testserver", "--listen", "nonsense"}, 2, "--listen"},
+		{[]string{"testserver", "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"testserver", "-h"}, 0, "Serves many web sites"},
+		{[]string{"--help"}, 0, "testserver"},
+	} {
+		cmd := exec.Command(bin, c.args...)
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != c.code || !strings.Contains(string(out), c.want) {
+			t.Errorf("crawler %v: exit %d, want %d with %q; output:\n%s", c.args, code, c.code, c.want, out)
+		}
+	}
+}

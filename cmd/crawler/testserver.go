@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/polite-crawler/polite/testserver"
+)
+
+func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("crawler testserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sites := fs.Int("sites", 20, "number of sites")
+	profile := fs.String("profile", "mixed", "preset: "+strings.Join(testserver.PresetNames(), ", ")+"; or a JSON profile file")
+	seed := fs.Int64("seed", 1, "seed for pages and links (presets only)")
+	listen := fs.String("listen", "127.0.0.1:8080", "control address: dashboard at /, figures at /_stats, POST /_reset")
+	sameHost := fs.Bool("same-host", false, "put every site on 127.0.0.1 (ports differ) instead of 127.0.0.2, 127.0.0.3, ...")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: crawler testserver [flags]")
+		fmt.Fprintln(stderr, "\nServes many web sites on loopback, each with its own address, robots.txt and pages,")
+		fmt.Fprintln(stderr, "and measures what each site sees: requests in flight against its cap, gaps against its")
+		fmt.Fprintln(stderr, "crawl delay, hits on disallowed paths, robots.txt fetches, duplicates. Runs until interrupted,")
+		fmt.Fprintln(stderr, "then prints a summary per site.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErr("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected arguments %q", fs.Args())
+	}
+	if _, _, err := net.SplitHostPort(*listen); err != nil {
+		return usageErr("--listen %q: want host:port (e.g. 127.0.0.1:8080)", *listen)
+	}
+	p, err := loadProfile(*profile, *sites, *seed)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	opts := []testserver.Option{testserver.WithControl(*listen)}
+	if *sameHost {
+		opts = append(opts, testserver.WithSameHost())
+	}
+	srv, err := testserver.New(p, opts...)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "testserver: profile %s, %d sites\n", p.Name, len(p.Sites))
+	for _, s := range srv.Sites() {
+		fmt.Fprintf(stdout, "site %s cap %d%s\n", s.URL, s.Cap, delayNote(s.CrawlDelay))
+	}
+	fmt.Fprintf(stdout, "control %s (dashboard), %s/_stats (JSON)\n", srv.ControlURL(), srv.ControlURL())
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "testserver: stopping; waiting for requests in flight")
+	err = srv.Close()
+	writeSummary(stdout, srv.Stats())
+	return err
+}
+
+// loadProfile takes a preset name or, when name ends in .json, a file.
+func loadProfile(name string, sites int, seed int64) (testserver.Profile, error) {
+	if strings.HasSuffix(name, ".json") {
+		return testserver.LoadProfile(name)
+	}
+	if sites < 1 || sites > 60000 {
+		return testserver.Profile{}, fmt.Errorf("--sites %d: want 1..60000", sites)
+	}
+	return testserver.Preset(name, sites, seed)
+}
+
+func delayNote(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", crawl delay %v", d)
+}
+
+func writeSummary(w io.Writer, st testserver.Stats) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "site\tcap\tmax in flight\tover cap\trequests\tdisallowed\trobots.txt\tdups\tmin gap ms\t")
+	for _, s := range st.Sites {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t\n", s.Host, s.Cap, s.MaxInFlight, s.OverCap,
+			s.Requests, s.DisallowedHits, s.RobotsFetches, s.DuplicateFetches, s.MinGapMs)
+	}
+	tw.Flush()
+}
