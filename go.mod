@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/google/uuid v1.6.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/temoto/robotstxt v1.1.2
 )
 
 require (
