@@ -119,12 +119,12 @@ func TestLongestMatchAndTies(t *testing.T) {
 		{"Disallow: *", "/anything", false},
 		{"Disallow: /page?q=1", "/page?q=1&r=2", false},
 		{"Disallow: /page?q=1", "/page", true},
-		{"Disallow: /foo/bar%2Fbaz", "/foo/bar%2fbaz", false},           // hex case
-		{"Disallow: /%7Euser/", "/~user/index", false},                  // unreserved decoded
-		{"Disallow: /ä/", "/%C3%A4/x", false},                           // non-ASCII escaped
-		{"Disallow: /a\nAllow: /a*", "/a/b", true},                      // "/a*" is longer
-		{"Disallow: /x*y*z*\nAllow: /xaybzc", "/xaybzc", true},          // 7 chars vs 7: tie, Allow
-		{"Disallow:", "/anything", true},                                // empty Disallow: no rule
+		{"Disallow: /foo/bar%2Fbaz", "/foo/bar%2fbaz", false},                    // hex case
+		{"Disallow: /%7Euser/", "/~user/index", false},                           // unreserved decoded
+		{"Disallow: /ä/", "/%C3%A4/x", false},                                    // non-ASCII escaped
+		{"Disallow: /a\nAllow: /a*", "/a/b", true},                               // "/a*" is longer
+		{"Disallow: /x*y*z*\nAllow: /xaybzc", "/xaybzc", true},                   // 7 chars vs 7: tie, Allow
+		{"Disallow:", "/anything", true},                                         // empty Disallow: no rule
 		{"Disallow: /private/\nDisallow: relative/path", "/relative/path", true}, // not a path: skipped
 	} {
 		t.Run(strings.ReplaceAll(c.rules, "\n", " | ")+" "+c.path, func(t *testing.T) {
