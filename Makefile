@@ -1,9 +1,9 @@
 # The README's commands. `make test` is what CI runs (via .ci/run).
 GO ?= go
 
-.PHONY: test check vet race bench redis-server dashboard-screenshot
+.PHONY: test check vet race fuzz bench redis-server dashboard-screenshot
 
-test: redis-server check vet race
+test: redis-server check vet race fuzz
 
 # Tests start their own redis-server; install it when missing (Debian/Ubuntu).
 redis-server:
@@ -22,6 +22,10 @@ vet:
 
 race:
 	$(GO) test -race -count=1 ./...
+
+# A short fuzz run of the robots.txt parser on every test run (CI included).
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 15s ./robots/
 
 # Benchmarks: figures, never pass/fail.
 bench: redis-server

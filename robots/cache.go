@@ -1,0 +1,260 @@
+package robots
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+)
+
+// CacheOptions configure a Cache. A nil *CacheOptions, and every zero field,
+// means the default named on the field.
+type CacheOptions struct {
+	// Prefix starts every Redis key (default "polite", as in the limiter).
+	Prefix string
+	// UserAgent is sent with each fetch; its product token picks the robots
+	// group (default "politebot/0.1").
+	UserAgent string
+	// TTL is how long a fetched policy is reused (default and maximum 24h).
+	TTL time.Duration
+	// StaleFor is how long the last good policy stands in for a robots.txt
+	// that has become unreachable (default 30 days).
+	StaleFor time.Duration
+	// RetryMin and RetryMax bound the backoff before an unreachable
+	// robots.txt is fetched again: RetryMin, doubling per failure, up to
+	// RetryMax (defaults 1m and 1h).
+	RetryMin, RetryMax time.Duration
+	// FetchTimeout bounds one fetch, redirects and waiting for a permit
+	// included (default 30s).
+	FetchTimeout time.Duration
+	// LocalSize bounds the in-process layer (default 10000 sites).
+	LocalSize int
+	// Parse tunes parsing (the maximum crawl delay).
+	Parse Options
+}
+
+func (o *CacheOptions) prefix() string {
+	if o == nil || o.Prefix == "" {
+		return "polite"
+	}
+	return o.Prefix
+}
+
+func (o *CacheOptions) userAgent() string {
+	if o == nil || o.UserAgent == "" {
+		return "politebot/0.1"
+	}
+	return o.UserAgent
+}
+
+func (o *CacheOptions) ttl() time.Duration {
+	if o == nil || o.TTL <= 0 || o.TTL > 24*time.Hour {
+		return 24 * time.Hour
+	}
+	return o.TTL
+}
+
+func (o *CacheOptions) staleFor() time.Duration {
+	if o == nil || o.StaleFor <= 0 {
+		return 30 * 24 * time.Hour
+	}
+	return o.StaleFor
+}
+
+func (o *CacheOptions) retry(failures int64) time.Duration {
+	lo, hi := time.Minute, time.Hour
+	if o != nil && o.RetryMin > 0 {
+		lo = o.RetryMin
+	}
+	if o != nil && o.RetryMax > 0 {
+		hi = max(o.RetryMax, lo)
+	}
+	d := lo
+	for i := int64(1); i < failures && d < hi; i++ {
+		d *= 2
+	}
+	return min(d, hi)
+}
+
+func (o *CacheOptions) fetchTimeout() time.Duration {
+	if o == nil || o.FetchTimeout <= 0 {
+		return 30 * time.Second
+	}
+	return o.FetchTimeout
+}
+
+func (o *CacheOptions) localSize() int {
+	if o == nil || o.LocalSize <= 0 {
+		return 10000
+	}
+	return o.LocalSize
+}
+
+func (o *CacheOptions) parse() Options {
+	if o == nil {
+		return Options{}
+	}
+	return o.Parse
+}
+
+// Cache gives each site's policy to every worker of a fleet while fetching
+// its robots.txt once: the policy lives in Redis (<prefix>:{<site>}:robots,
+// expiring with the policy), one worker at a time holds a short fetch lease
+// (SET NX PX) while the others wait for its result, calls in one process for
+// one site share one load, and a bounded in-process layer answers repeat
+// questions without Redis.
+//
+// An unreachable robots.txt (429, 5xx, network error) is fetched again after
+// a backoff; until then the last good policy stands in if it is younger than
+// StaleFor, else everything is disallowed.
+type Cache struct {
+	rdb    redis.UniversalClient
+	client *http.Client
+	o      *CacheOptions
+	local  *lru
+	flight singleflight.Group
+}
+
+// NewCache returns a Cache. client fetches robots.txt: give it the crawler's
+// permit-taking transport, since a robots.txt fetch is a request to the site
+// too (IsFetch tells the transport which requests these are). A nil client
+// means http.DefaultClient. opts may be nil.
+func NewCache(rdb redis.UniversalClient, client *http.Client, opts *CacheOptions) *Cache {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	if opts != nil {
+		o := *opts
+		opts = &o
+	}
+	return &Cache{rdb: rdb, client: client, o: opts, local: newLRU(opts.localSize())}
+}
+
+// entry is what Redis holds for a site.
+type entry struct {
+	Policy Policy `json:"policy"`
+	// Stale is true when the site's robots.txt is unreachable and this is the
+	// last good policy standing in.
+	Stale bool `json:"stale,omitempty"`
+}
+
+type siteKeys struct{ policy, good, fails, lease string }
+
+func (c *Cache) keys(site string) siteKeys {
+	base := c.o.prefix() + ":{" + site + "}:"
+	return siteKeys{policy: base + "robots", good: base + "robots-good", fails: base + "robots-fails", lease: base + "robots-lease"}
+}
+
+// Policy returns the policy for the site of u (any URL of the site). It
+// blocks while another worker fetches the site's robots.txt, until ctx ends.
+// Errors come from Redis or ctx; a site that cannot be fetched is not an
+// error but a policy (see Cache).
+func (c *Cache) Policy(ctx context.Context, u *url.URL) (Policy, error) {
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return Policy{}, fmt.Errorf("robots: %q is not an http(s) URL", u)
+	}
+	site := Site(u)
+	if p, ok := c.local.get(site, time.Now()); ok {
+		return p, nil
+	}
+	robotsURL := u.Scheme + "://" + u.Host + "/robots.txt"
+	// One load per site in this process. It runs detached from the first
+	// caller's ctx, so that caller giving up does not fail the others.
+	ch := c.flight.DoChan(site, func() (any, error) {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*c.o.fetchTimeout()+5*time.Second)
+		defer cancel()
+		return c.load(lctx, site, robotsURL)
+	})
+	select {
+	case <-ctx.Done():
+		return Policy{}, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return Policy{}, r.Err
+		}
+		return r.Val.(Policy), nil
+	}
+}
+
+// load reads the site's policy from Redis, or takes the fetch lease and
+// fetches it, or waits for whoever holds the lease.
+func (c *Cache) load(ctx context.Context, site, robotsURL string) (Policy, error) {
+	k := c.keys(site)
+	for {
+		pipe := c.rdb.Pipeline()
+		get := pipe.Get(ctx, k.policy)
+		ttl := pipe.PTTL(ctx, k.policy)
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return Policy{}, fmt.Errorf("robots: %s: %w", site, err)
+		}
+		if raw, err := get.Bytes(); err == nil {
+			var e entry
+			if err := json.Unmarshal(raw, &e); err == nil {
+				c.local.put(site, e.Policy, time.Now().Add(max(ttl.Val(), 0)))
+				return e.Policy, nil
+			}
+		}
+		token := uuid.NewString()
+		ok, err := c.rdb.SetNX(ctx, k.lease, token, c.o.fetchTimeout()+5*time.Second).Result()
+		if err != nil {
+			return Policy{}, fmt.Errorf("robots: %s: lease: %w", site, err)
+		}
+		if ok {
+			p, err := c.fetchAndStore(ctx, site, robotsURL, k)
+			c.rdb.Eval(context.WithoutCancel(ctx), releaseLease, []string{k.lease}, token)
+			return p, err
+		}
+		// Someone else is fetching: look again shortly.
+		select {
+		case <-ctx.Done():
+			return Policy{}, fmt.Errorf("robots: %s: waiting for another worker's fetch: %w", site, ctx.Err())
+		case <-time.After(25*time.Millisecond + rand.N(50*time.Millisecond)):
+		}
+	}
+}
+
+const releaseLease = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
+
+func (c *Cache) fetchAndStore(ctx context.Context, site, robotsURL string, k siteKeys) (Policy, error) {
+	status, body, _ := c.fetch(ctx, robotsURL) // a failed fetch is status 0: unreachable
+	p := c.o.parse().Parse(status, body, c.o.userAgent())
+	e := entry{Policy: p}
+	ttl := c.o.ttl()
+	if p.Unreachable() {
+		fails, err := c.rdb.Incr(ctx, k.fails).Result()
+		if err != nil {
+			return Policy{}, fmt.Errorf("robots: %s: %w", site, err)
+		}
+		ttl = c.o.retry(fails)
+		c.rdb.PExpire(ctx, k.fails, 2*c.o.retry(fails+1)) // outlives the next retry
+		if raw, err := c.rdb.Get(ctx, k.good).Bytes(); err == nil {
+			var good entry
+			if json.Unmarshal(raw, &good) == nil {
+				e = entry{Policy: good.Policy, Stale: true}
+			}
+		}
+	}
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return Policy{}, fmt.Errorf("robots: %s: %w", site, err)
+	}
+	pipe := c.rdb.Pipeline()
+	pipe.Set(ctx, k.policy, raw, ttl)
+	if !p.Unreachable() {
+		pipe.Set(ctx, k.good, raw, c.o.staleFor())
+		pipe.Del(ctx, k.fails)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Policy{}, fmt.Errorf("robots: %s: store: %w", site, err)
+	}
+	c.local.put(site, e.Policy, time.Now().Add(ttl))
+	return e.Policy, nil
+}

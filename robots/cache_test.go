@@ -1,0 +1,408 @@
+package robots
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/polite-crawler/polite/testserver"
+	"github.com/redis/go-redis/v9"
+)
+
+var srv *redistest.Server
+
+const fleetEnv = "POLITE_ROBOTS_FLEET_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fleetEnv) != "" {
+		os.Exit(fleetChild())
+	}
+	var err error
+	if srv, err = redistest.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("REDIS_ADDR", srv.Addr) // for the examples
+	code := m.Run()
+	srv.Close()
+	os.Exit(code)
+}
+
+func newCache(t *testing.T, o CacheOptions) (*Cache, *redis.Client) {
+	t.Helper()
+	rdb := srv.Client()
+	t.Cleanup(func() { rdb.Close() })
+	if o.Prefix == "" {
+		o.Prefix = "t:" + strings.ReplaceAll(t.Name(), "/", ".")
+	}
+	return NewCache(rdb, &http.Client{Timeout: 30 * time.Second}, &o), rdb
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// robotsServer serves /robots.txt with a status and body the test can change,
+// counting requests.
+type robotsServer struct {
+	mu     sync.Mutex
+	status int
+	body   string
+	delay  time.Duration
+	hits   atomic.Int64
+}
+
+func (s *robotsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/robots.txt" {
+		http.NotFound(w, r)
+		return
+	}
+	s.hits.Add(1)
+	s.mu.Lock()
+	status, body, delay := s.status, s.body, s.delay
+	s.mu.Unlock()
+	select {
+	case <-time.After(delay):
+	case <-r.Context().Done():
+		return
+	}
+	w.WriteHeader(status)
+	fmt.Fprint(w, body)
+}
+
+func (s *robotsServer) set(status int, body string) {
+	s.mu.Lock()
+	s.status, s.body = status, body
+	s.mu.Unlock()
+}
+
+func TestSiteKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://Example.COM/x":      "example.com",
+		"http://example.com:80/":    "example.com",
+		"https://example.com:443/":  "example.com",
+		"https://example.com:8443/": "example.com:8443",
+		"http://127.0.0.2:8080/":    "127.0.0.2:8080",
+		"http://[::1]:8080/":        "[::1]:8080",
+		"http://[::1]/":             "[::1]",
+	} {
+		if got := Site(mustURL(t, in)); got != want {
+			t.Errorf("Site(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestFetchFollowsRedirectsAcrossHosts(t *testing.T) {
+	ctx := ctxT(t)
+	final := &robotsServer{status: 200, body: "User-agent: politebot\nConcurrency: 2\nDisallow: /x/\n"}
+	b := httptest.NewServer(final)
+	defer b.Close()
+	a := httptest.NewServer(http.RedirectHandler(b.URL+"/robots.txt", http.StatusMovedPermanently))
+	defer a.Close()
+	c, _ := newCache(t, CacheOptions{})
+	p, err := c.Policy(ctx, mustURL(t, a.URL+"/page"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Concurrency != 2 || p.Allowed("/x/1") || final.hits.Load() != 1 {
+		t.Fatalf("policy through a cross-host redirect: %+v (hits %d)", p, final.hits.Load())
+	}
+}
+
+func TestRedirectChains(t *testing.T) {
+	ctx := ctxT(t)
+	for _, c := range []struct {
+		hops     int
+		allowAll bool
+	}{{2, false}, {5, false}, {6, true}, {7, true}} {
+		t.Run(fmt.Sprint(c.hops), func(t *testing.T) {
+			prof := testserver.Profile{Name: "r", Sites: []testserver.SiteSpec{{Pages: 2, Links: 1,
+				Robots: testserver.Robots{RedirectHops: c.hops, Concurrency: 1, Disallow: []string{"/private/"}}}}}
+			ts, err := testserver.New(prof, testserver.WithControl(""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ts.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer ts.Close()
+			cache, _ := newCache(t, CacheOptions{})
+			p, err := cache.Policy(ctx, mustURL(t, ts.Sites()[0].URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.AllowAll != c.allowAll || p.Allowed("/private/1") != c.allowAll {
+				t.Fatalf("%d redirects: %+v", c.hops, p)
+			}
+			if !c.allowAll && p.Cap(3) != 1 {
+				t.Fatalf("cap %d", p.Cap(3))
+			}
+		})
+	}
+}
+
+// 5xx: everything closed and a retry after the backoff; once the file is
+// back, the good policy; when it fails again, the last good copy stands in.
+func TestUnreachableThenRecovery(t *testing.T) {
+	ctx := ctxT(t)
+	rs := &robotsServer{status: 503}
+	hs := httptest.NewServer(rs)
+	defer hs.Close()
+	u := mustURL(t, hs.URL)
+	const retry = 150 * time.Millisecond
+	c, rdb := newCache(t, CacheOptions{RetryMin: retry, RetryMax: 4 * retry, TTL: 300 * time.Millisecond})
+	k := c.keys(Site(u))
+
+	p, err := c.Policy(ctx, u)
+	if err != nil || !p.DisallowAll || !p.Unreachable() {
+		t.Fatalf("503 robots.txt: %+v %v", p, err)
+	}
+	if ttl := rdb.PTTL(ctx, k.policy).Val(); ttl <= 0 || ttl > retry {
+		t.Fatalf("first retry in %v, want <= %v", ttl, retry)
+	}
+	time.Sleep(retry + 20*time.Millisecond)
+	c.Policy(ctx, u) // still 503: second failure, longer backoff
+	if ttl := rdb.PTTL(ctx, k.policy).Val(); ttl <= retry || ttl > 2*retry {
+		t.Fatalf("second retry in %v, want in (%v, %v]", ttl, retry, 2*retry)
+	}
+	if rs.hits.Load() != 2 {
+		t.Fatalf("%d fetches, want 2 (no fetch during the backoff)", rs.hits.Load())
+	}
+
+	rs.set(200, "User-agent: *\nDisallow: /private/\n")
+	time.Sleep(2*retry + 20*time.Millisecond)
+	p, _ = c.Policy(ctx, u)
+	if p.DisallowAll || p.Allowed("/private/x") || !p.Allowed("/public") {
+		t.Fatalf("after recovery: %+v", p)
+	}
+
+	rs.set(500, "")
+	time.Sleep(300*time.Millisecond + 20*time.Millisecond)
+	p, _ = c.Policy(ctx, u)
+	if p.DisallowAll || p.Allowed("/private/x") || !p.Allowed("/public") {
+		t.Fatalf("unreachable again: the last good copy should stand in: %+v", p)
+	}
+	if rs.hits.Load() != 4 {
+		t.Fatalf("%d fetches, want 4", rs.hits.Load())
+	}
+}
+
+func TestSlowAndOversized(t *testing.T) {
+	ctx := ctxT(t)
+	slow := &robotsServer{status: 200, body: "User-agent: *\nDisallow: /\n", delay: 2 * time.Second}
+	hs := httptest.NewServer(slow)
+	defer hs.Close()
+	c, _ := newCache(t, CacheOptions{FetchTimeout: 200 * time.Millisecond})
+	t0 := time.Now()
+	p, err := c.Policy(ctx, mustURL(t, hs.URL))
+	if err != nil || !p.DisallowAll || !p.Unreachable() {
+		t.Fatalf("robots.txt slower than the fetch timeout: %+v %v", p, err)
+	}
+	if time.Since(t0) > 1500*time.Millisecond {
+		t.Fatalf("fetch timeout not honoured: %v", time.Since(t0))
+	}
+
+	big := &robotsServer{status: 200, body: "User-agent: *\nDisallow: /early/\n" + strings.Repeat("# pad\n", 120_000) + "Disallow: /late/\n"}
+	hb := httptest.NewServer(big)
+	defer hb.Close()
+	p, err = c.Policy(ctx, mustURL(t, hb.URL))
+	if err != nil || p.Allowed("/early/1") || !p.Allowed("/late/1") {
+		t.Fatalf("oversized robots.txt: %+v %v", p.Rules, err)
+	}
+}
+
+// The in-process layer answers without Redis, and stays bounded.
+func TestLocalLayer(t *testing.T) {
+	ctx := ctxT(t)
+	rs := &robotsServer{status: 200, body: "User-agent: *\nDisallow: /p/\n"}
+	hs := httptest.NewServer(rs)
+	defer hs.Close()
+	c, rdb := newCache(t, CacheOptions{LocalSize: 2})
+	u := mustURL(t, hs.URL)
+	if _, err := c.Policy(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Del(ctx, c.keys(Site(u)).policy)
+	if p, err := c.Policy(ctx, u); err != nil || p.Allowed("/p/1") || rs.hits.Load() != 1 {
+		t.Fatalf("local layer: %+v %v hits %d", p, err, rs.hits.Load())
+	}
+	// Two more sites push the first out of a layer of 2.
+	for _, h := range []string{"http://127.0.0.1:1/", "http://127.0.0.1:2/"} {
+		c.Policy(ctx, mustURL(t, h)) // connection refused: unreachable, cached too
+	}
+	if p, _ := c.Policy(ctx, u); p.Allowed("/p/1") || rs.hits.Load() != 2 {
+		t.Fatalf("evicted site not fetched again: hits %d", rs.hits.Load())
+	}
+	if ttl := rdb.PTTL(ctx, c.keys(Site(u)).policy).Val(); ttl <= 23*time.Hour || ttl > 24*time.Hour {
+		t.Fatalf("policy TTL %v, want 24h", ttl)
+	}
+}
+
+// Many goroutines of one process asking at once share one load.
+func TestSingleflight(t *testing.T) {
+	ctx := ctxT(t)
+	rs := &robotsServer{status: 200, body: "User-agent: *\nDisallow: /p/\n", delay: 200 * time.Millisecond}
+	hs := httptest.NewServer(rs)
+	defer hs.Close()
+	c, rdb := newCache(t, CacheOptions{})
+	rdb.ConfigResetStat(ctx)
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if p, err := c.Policy(ctx, mustURL(t, hs.URL+"/x")); err != nil || p.Allowed("/p/1") {
+				t.Errorf("%+v %v", p, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if rs.hits.Load() != 1 {
+		t.Fatalf("%d fetches for 20 callers", rs.hits.Load())
+	}
+	// One load went to Redis, not twenty (the fetch lease alone would also
+	// give one fetch, but with twenty readers polling Redis).
+	// (Redis counts the GET inside the lease-release script too.)
+	stats := rdb.Info(ctx, "commandstats").Val()
+	var gets int
+	if i := strings.Index(stats, "cmdstat_get:calls="); i >= 0 {
+		fmt.Sscanf(stats[i+len("cmdstat_get:calls="):], "%d", &gets)
+	}
+	if gets < 1 || gets > 2 {
+		t.Fatalf("%d Redis GETs for 20 callers of one process, want 1 load:\n%s", gets, stats)
+	}
+}
+
+// 8 worker processes ask for one site's policy at once: the site sees one
+// robots.txt request, counted at the server.
+func TestFleetFetchesOnce(t *testing.T) {
+	prof := testserver.Profile{Name: "fleet", Sites: []testserver.SiteSpec{{Pages: 2, Links: 1,
+		Robots: testserver.Robots{Delay: testserver.Duration(300 * time.Millisecond), Concurrency: 2, Disallow: []string{"/private/"}}}}}
+	ts, err := testserver.New(prof, testserver.WithControl(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	prefix := "t:fleet"
+	var wg sync.WaitGroup
+	outs := make([][]byte, 8)
+	errs := make([]error, 8)
+	for i := range outs {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), fleetEnv+"=1", "FLEET_REDIS="+srv.Addr, "FLEET_URL="+ts.Sites()[0].URL, "FLEET_PREFIX="+prefix)
+		wg.Add(1)
+		go func() { defer wg.Done(); outs[i], errs[i] = cmd.CombinedOutput() }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil || !strings.Contains(string(outs[i]), "cap=2 private=false") {
+			t.Fatalf("worker %d: %v\n%s", i, err, outs[i])
+		}
+	}
+	if n := ts.Stats().Sites[0].RobotsFetches; n != 1 {
+		t.Fatalf("the site saw %d robots.txt requests from 8 workers, want 1", n)
+	}
+}
+
+func fleetChild() int {
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FLEET_REDIS")})
+	defer rdb.Close()
+	c := NewCache(rdb, nil, &CacheOptions{Prefix: os.Getenv("FLEET_PREFIX")})
+	u, _ := url.Parse(os.Getenv("FLEET_URL"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := c.Policy(ctx, u)
+			if err != nil {
+				fmt.Println(err)
+				failed.Store(true)
+				return
+			}
+			fmt.Printf("cap=%d private=%v\n", p.Cap(3), p.Allowed("/private/1"))
+		}()
+	}
+	wg.Wait()
+	if failed.Load() {
+		return 1
+	}
+	return 0
+}
+
+// recordingTransport stands in for the crawler's permit-taking transport: it
+// sees every request the Cache makes.
+type recordingTransport struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rt.mu.Lock()
+	rt.seen = append(rt.seen, fmt.Sprintf("%s fetch=%v ua=%s", req.URL.Path, IsFetch(req.Context()), req.Header.Get("User-Agent")))
+	rt.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// The robots.txt fetch, redirect hops included, goes through the client the
+// Cache was given, marked so its transport can tell.
+func TestFetchGoesThroughGivenTransport(t *testing.T) {
+	ctx := ctxT(t)
+	final := &robotsServer{status: 200, body: "User-agent: *\nDisallow: /p/\n"}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.Redirect(w, r, "/moved/robots.txt", http.StatusFound)
+			return
+		}
+		r.URL.Path = "/robots.txt"
+		final.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	rt := &recordingTransport{}
+	rdb := srv.Client()
+	defer rdb.Close()
+	c := NewCache(rdb, &http.Client{Transport: rt}, &CacheOptions{Prefix: "t:transport", UserAgent: "PoliteBot/2.0 (+https://example.invalid)"})
+	p, err := c.Policy(ctx, mustURL(t, hs.URL+"/a"))
+	if err != nil || p.Allowed("/p/1") {
+		t.Fatalf("%+v %v", p, err)
+	}
+	want := []string{
+		"/robots.txt fetch=true ua=PoliteBot/2.0 (+https://example.invalid)",
+		"/moved/robots.txt fetch=true ua=PoliteBot/2.0 (+https://example.invalid)",
+	}
+	if strings.Join(rt.seen, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("transport saw:\n%s", strings.Join(rt.seen, "\n"))
+	}
+	if IsFetch(ctx) {
+		t.Fatal("IsFetch true on an ordinary context")
+	}
+}

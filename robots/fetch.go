@@ -1,0 +1,71 @@
+package robots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// maxRedirects is how many redirects a robots.txt fetch follows (RFC 9309:
+// at least 5), across hosts too; past it the file counts as unavailable.
+const maxRedirects = 5
+
+type fetchKey struct{}
+
+// IsFetch reports whether ctx belongs to a robots.txt fetch made by a Cache
+// (including its redirect hops). A permit-taking transport uses it to skip
+// the robots check for the request that fetches robots.txt itself.
+func IsFetch(ctx context.Context) bool { return ctx.Value(fetchKey{}) != nil }
+
+// Site is the key a URL's site is known by, here and in the limiter: the
+// lower-case host, with the port unless it is the scheme's default.
+func Site(u *url.URL) string {
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" || (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+		if strings.Contains(host, ":") {
+			return "[" + host + "]"
+		}
+		return host
+	}
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + port
+	}
+	return host + ":" + port
+}
+
+// fetch gets robotsURL with the cache's client: up to maxRedirects
+// redirects, at most MaxBytes+1 of body. A network error, or a body cut
+// short, gives status 0 (unreachable).
+func (c *Cache) fetch(ctx context.Context, robotsURL string) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, fetchKey{}, true), c.o.fetchTimeout())
+	defer cancel()
+	client := *c.client
+	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) > maxRedirects {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, robotsURL, nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("robots: fetch %s: %w", robotsURL, err)
+	}
+	req.Header.Set("User-Agent", c.o.userAgent())
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("robots: fetch %s: %w", robotsURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		return resp.StatusCode, nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBytes+1))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, nil, fmt.Errorf("robots: fetch %s: body: %w", robotsURL, err)
+	}
+	return resp.StatusCode, body, nil
+}
