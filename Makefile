@@ -3,7 +3,7 @@ GO ?= go
 
 .PHONY: test check vet race fuzz bench redis-server dashboard-screenshot
 
-test: redis-server check vet race fuzz
+test: redis-server check vet fuzz race
 
 # Tests start their own redis-server; install it when missing (Debian/Ubuntu).
 redis-server:
