@@ -332,3 +332,41 @@ func TestSelfFencingWhenRedisFreezes(t *testing.T) {
 	}
 	q.Release(ctx)
 }
+
+// A Retry-After from one worker holds every worker off the site.
+func TestBackoffHoldsTheFleet(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		rdb := newClient(t)
+		a := newLimiter(t, rdb, Options{Mode: mode})
+		b := newLimiter(t, rdb, Options{Mode: mode, Prefix: a.opts.prefix()})
+		if err := a.Backoff(ctx, "busy.example", 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		a.Backoff(ctx, "busy.example", 10*time.Millisecond) // never shortens
+		_, err := b.TryAcquire(ctx, "busy.example", 3)
+		var busy *BusyError
+		if !errors.As(err, &busy) || busy.Wait < 200*time.Millisecond {
+			t.Fatalf("during a backoff: %v", err)
+		}
+		st, err := b.Status(ctx, "busy.example", 3)
+		if err != nil || st.NextIn < 200*time.Millisecond || st.Holders != 0 {
+			t.Fatalf("status during a backoff: %+v %v", st, err)
+		}
+		start := time.Now()
+		p, err := b.Acquire(ctx, "busy.example", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited < 150*time.Millisecond {
+			t.Fatalf("acquired %v into a 300ms backoff", waited)
+		}
+		q, _ := b.Acquire(ctx, "busy.example", 3)
+		st, _ = b.Status(ctx, "busy.example", 1)
+		if st.Holders != 1 || st.Waiting != 1 {
+			t.Fatalf("status with 2 live entries, limit 1: %+v", st)
+		}
+		p.Release(ctx)
+		q.Release(ctx)
+	})
+}
