@@ -23,9 +23,11 @@ vet:
 race:
 	$(GO) test -race -count=1 ./...
 
-# A short fuzz run of the robots.txt parser on every test run (CI included).
+# Short fuzz runs of the robots.txt parser and URL normalisation on every
+# test run (CI included).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 15s ./robots/
+	$(GO) test -run '^$$' -fuzz FuzzNormalize -fuzztime 10s ./frontier/
 
 # Benchmarks: figures, never pass/fail.
 bench: redis-server

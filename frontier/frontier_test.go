@@ -1,0 +1,315 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+var srv *redistest.Server
+
+func TestMain(m *testing.M) {
+	var err error
+	if srv, err = redistest.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	srv.Close()
+	os.Exit(code)
+}
+
+func newFrontier(t testing.TB, o Options) *Frontier {
+	t.Helper()
+	rdb := srv.Client()
+	t.Cleanup(func() { rdb.Close() })
+	o.Crawl = strings.ReplaceAll(t.Name(), "/", ".")
+	return New(rdb, &o)
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// drain takes and settles everything, returning URLs in the order handed out.
+func drain(t *testing.T, ctx context.Context, f *Frontier) []string {
+	t.Helper()
+	var got []string
+	for {
+		it, err := nextSoon(ctx, f, time.Second)
+		if errors.Is(err, ErrDone) {
+			return got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, it.URL)
+		if err := f.Done(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// nextSoon is Next, waiting out EmptyError hints no longer than limit (a
+// site just served is ready again a millisecond later).
+func nextSoon(ctx context.Context, f *Frontier, limit time.Duration) (Item, error) {
+	for {
+		it, err := f.Next(ctx)
+		var empty *EmptyError
+		if errors.As(err, &empty) && empty.Wait <= limit {
+			time.Sleep(empty.Wait)
+			continue
+		}
+		return it, err
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	for in, want := range map[string]string{
+		"HTTP://Example.COM":               "http://example.com/",
+		"http://example.com:80/a/./b/../c": "http://example.com/a/c",
+		"https://example.com:443/x#frag":   "https://example.com/x",
+		"http://example.com:8080/x?":       "http://example.com:8080/x",
+		"http://example.com/a%2Fb?q=1":     "http://example.com/a%2Fb?q=1",
+		"http://127.0.0.2:3000/p/1":        "http://127.0.0.2:3000/p/1",
+	} {
+		got, _, err := Normalize(in)
+		if err != nil || got != want {
+			t.Errorf("Normalize(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"javascript:alert(1)", "mailto:a@b.c", "file:///etc/passwd", "ftp://x/", "/relative", "http://", "http://user:pw@x/", "http://%zz/"} {
+		if _, _, err := Normalize(bad); err == nil {
+			t.Errorf("Normalize(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzNormalize(f *testing.F) {
+	for _, s := range []string{"http://a.example/x/../y?q#f", "HTTPS://B:443", "javascript:x", "http://[::1]:80/%41"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		norm, site, err := Normalize(raw)
+		if err != nil {
+			return
+		}
+		again, site2, err := Normalize(norm)
+		if err != nil || again != norm || site2 != site {
+			t.Fatalf("not idempotent: %q -> %q (%s) -> %q (%s) %v", raw, norm, site, again, site2, err)
+		}
+		if !strings.HasPrefix(norm, "http://") && !strings.HasPrefix(norm, "https://") {
+			t.Fatalf("%q normalised to %q", raw, norm)
+		}
+	})
+}
+
+func TestAddDedupAndLimits(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{MaxDepth: 2, MaxPages: 4})
+	n, err := f.Add(ctx, 0, "http://a.example/", "HTTP://A.example:80/#top", "mailto:x@y", "http://a.example/1")
+	if err != nil || n != 2 {
+		t.Fatalf("added %d, %v; want 2 (one duplicate, one mailto)", n, err)
+	}
+	if n, _ := f.Add(ctx, 3, "http://a.example/deep"); n != 0 {
+		t.Fatal("a link deeper than MaxDepth was admitted")
+	}
+	n, _ = f.Add(ctx, 1, "http://b.example/1", "http://b.example/2", "http://b.example/3")
+	if n != 2 {
+		t.Fatalf("admitted %d past the page limit of 4", 2+n)
+	}
+	st, _ := f.Stats(ctx)
+	if st.Queued != 4 || st.Admitted != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+	if got := drain(t, ctx, f); len(got) != 4 {
+		t.Fatalf("handed out %v", got)
+	}
+	st, _ = f.Stats(ctx)
+	if st.Queued != 0 || st.InFlight != 0 || st.Done != 4 {
+		t.Fatalf("stats after the crawl %+v", st)
+	}
+}
+
+func TestRoundRobinAcrossSites(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	f.Add(ctx, 0, "http://a.example/1", "http://a.example/2", "http://a.example/3")
+	f.Add(ctx, 0, "http://b.example/1", "http://b.example/2")
+	got := drain(t, ctx, f)
+	sites := ""
+	for _, u := range got {
+		sites += u[7:8]
+	}
+	if sites != "ababa" {
+		t.Fatalf("order %v (sites %s), want sites taking turns", got, sites)
+	}
+}
+
+// A deferred site stays out for its delay while the other sites go on; the
+// crawl is not over while it waits.
+func TestDeferDoesNotBlockOtherSites(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	f.Add(ctx, 0, "http://full.example/1", "http://full.example/2", "http://free.example/1", "http://free.example/2")
+	it, _ := f.Next(ctx)
+	if it.Site != "full.example" {
+		it2, _ := f.Next(ctx)
+		f.Release(ctx, it)
+		it = it2
+	}
+	if err := f.Defer(ctx, it, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		got, err := nextSoon(ctx, f, 50*time.Millisecond)
+		if err != nil || got.Site != "free.example" {
+			t.Fatalf("while full.example waits: %+v %v", got, err)
+		}
+		f.Done(ctx, got)
+	}
+	_, err := nextSoon(ctx, f, 50*time.Millisecond)
+	var empty *EmptyError
+	if !errors.As(err, &empty) || empty.Queued != 2 || empty.Wait <= 0 || empty.Wait > 300*time.Millisecond {
+		t.Fatalf("only a deferred site left: %v", err)
+	}
+	time.Sleep(empty.Wait + 10*time.Millisecond)
+	got, err := f.Next(ctx)
+	if err != nil || got.URL != it.URL {
+		t.Fatalf("after the delay, the deferred URL comes first: %+v %v", got, err)
+	}
+}
+
+// A worker that dies holding an item loses it to another after the
+// visibility timeout; nothing is lost.
+func TestVisibilityTimeout(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Visibility: 200 * time.Millisecond})
+	f.Add(ctx, 0, "http://v.example/1")
+	dead, _ := f.Next(ctx)
+	_, err := f.Next(ctx)
+	var empty *EmptyError
+	if !errors.As(err, &empty) || empty.InFlight != 1 {
+		t.Fatalf("while held: %v", err)
+	}
+	time.Sleep(empty.Wait + 20*time.Millisecond)
+	again, err := f.Next(ctx)
+	if err != nil || again.URL != dead.URL || again.ID == dead.ID {
+		t.Fatalf("not handed out again: %+v %v", again, err)
+	}
+	if err := f.Done(ctx, dead); !errors.Is(err, ErrLost) {
+		t.Fatalf("the dead worker's late Done: %v, want ErrLost", err)
+	}
+	if err := f.Done(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Next(ctx); !errors.Is(err, ErrDone) {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestRetryIsBounded(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{MaxAttempts: 3})
+	f.Add(ctx, 0, "http://r.example/flaky")
+	tries := 0
+	for {
+		it, err := f.Next(ctx)
+		if errors.Is(err, ErrDone) {
+			break
+		}
+		var empty *EmptyError
+		if errors.As(err, &empty) {
+			time.Sleep(empty.Wait)
+			continue
+		}
+		tries++
+		if again, err := f.Retry(ctx, it, 10*time.Millisecond); err != nil || again != (tries < 3) {
+			t.Fatalf("try %d: again=%v %v", tries, again, err)
+		}
+	}
+	st, _ := f.Stats(ctx)
+	if tries != 3 || st.Failed != 1 || st.Done != 0 {
+		t.Fatalf("%d tries, stats %+v", tries, st)
+	}
+}
+
+// 8 workers, 400 URLs over 10 sites: each URL handed out exactly once.
+func TestConcurrentWorkersExactlyOnce(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	var urls []string
+	for i := 0; i < 400; i++ {
+		urls = append(urls, fmt.Sprintf("http://s%d.example/%d", i%10, i))
+	}
+	f.Add(ctx, 0, urls...)
+	f.Add(ctx, 0, urls...) // seeds given twice, as by several processes
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				it, err := f.Next(ctx)
+				if errors.Is(err, ErrDone) {
+					return
+				}
+				var empty *EmptyError
+				if errors.As(err, &empty) {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				seen[it.URL]++
+				mu.Unlock()
+				f.Done(ctx, it)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != 400 {
+		t.Fatalf("%d distinct URLs handed out, want 400", len(seen))
+	}
+	for u, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s handed out %d times", u, n)
+		}
+	}
+}
+
+// The demo runs on miniredis: the scripts must work there too.
+func TestOnMiniredis(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer rdb.Close()
+	ctx := ctxT(t)
+	f := New(rdb, &Options{Crawl: "mini"})
+	f.Add(ctx, 0, "http://a.example/1", "http://b.example/1", "http://a.example/2")
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Defer(ctx, it, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(t, ctx, f); len(got) != 3 {
+		t.Fatalf("on miniredis: %v", got)
+	}
+}
