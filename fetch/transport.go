@@ -1,0 +1,254 @@
+// Package fetch makes every HTTP request of the crawler polite: Transport
+// checks the site's robots policy, takes a permit from the site's semaphore
+// for each request (redirect hops and robots.txt included), keeps it alive
+// while the body streams, stops the request if the permit is lost, and gives
+// it back when the body is closed. NewCollector sets colly up on it.
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/polite-crawler/polite/limiter"
+	"github.com/polite-crawler/polite/robots"
+)
+
+// ErrDisallowed is returned (wrapped in a *DisallowedError) for a URL the
+// site's robots.txt closes to us.
+var ErrDisallowed = errors.New("fetch: disallowed by robots.txt")
+
+// DisallowedError names the URL robots.txt closed.
+type DisallowedError struct{ URL string }
+
+func (e *DisallowedError) Error() string { return "fetch: " + e.URL + " is disallowed by robots.txt" }
+func (e *DisallowedError) Unwrap() error { return ErrDisallowed }
+
+// Observer hears what the transport does, for metrics. All methods must be
+// safe for concurrent use; a nil Observer is fine.
+type Observer interface {
+	PermitWait(site string, waited time.Duration, err error)
+	PermitHeld(delta int)
+	PermitLost(site string)
+	Response(site string, status int)
+}
+
+// Transport is an http.RoundTripper that takes a permit per request. It is
+// safe for concurrent use, except Handover, which belongs to one worker.
+type Transport struct {
+	// Base makes the requests (default http.DefaultTransport).
+	Base http.RoundTripper
+	// Limiter and Robots are required.
+	Limiter *limiter.Limiter
+	Robots  *robots.Cache
+	// Cap is the most requests at once per site when robots.txt says
+	// nothing lower (default 3).
+	Cap      int
+	Observer Observer
+
+	mu      sync.Mutex
+	handed  *limiter.Permit // a permit a worker took ahead (see Handover)
+	waiting int
+}
+
+// Rule returns the policy and permit rule for the site of a URL: robots
+// Concurrency lowers Cap, a crawl delay makes it one at a time.
+func (t *Transport) Rule(ctx context.Context, req *http.Request) (robots.Policy, limiter.Rule, error) {
+	pol, err := t.Robots.Policy(ctx, req.URL)
+	if err != nil {
+		return pol, limiter.Rule{}, fmt.Errorf("fetch: robots.txt of %s: %w", robots.Site(req.URL), err)
+	}
+	return pol, limiter.Rule{Limit: pol.Cap(t.cap()), Delay: pol.CrawlDelay}, nil
+}
+
+func (t *Transport) cap() int {
+	if t.Cap <= 0 {
+		return 3
+	}
+	return t.Cap
+}
+
+// Handover gives the transport a permit the caller already holds, to be used
+// by the next request to the permit's site instead of acquiring one. The
+// caller must call Reclaim after that request, to release the permit if no
+// request used it.
+func (t *Transport) Handover(p *limiter.Permit) {
+	t.mu.Lock()
+	t.handed = p
+	t.mu.Unlock()
+}
+
+// TryHandover prepares a request to u without waiting: it checks robots.txt
+// (a *DisallowedError if u is closed), then tries to take the site's permit
+// and hand it over (see Handover). If the site is full it returns
+// limiter.ErrBusy (a *limiter.BusyError with a wait hint): the caller should
+// do other work and come back.
+func (t *Transport) TryHandover(ctx context.Context, u *url.URL) error {
+	pol, rule, err := t.Rule(ctx, &http.Request{URL: u})
+	if err != nil {
+		return err
+	}
+	if !pol.Allowed(u.RequestURI()) {
+		return &DisallowedError{URL: u.String()}
+	}
+	p, err := t.Limiter.TryAcquireRule(ctx, robots.Site(u), rule)
+	if err != nil {
+		return err
+	}
+	t.observe(func(o Observer) { o.PermitHeld(1) })
+	t.Handover(p)
+	return nil
+}
+
+// Reclaim releases a handed-over permit that no request took.
+func (t *Transport) Reclaim(ctx context.Context) {
+	t.mu.Lock()
+	p := t.handed
+	t.handed = nil
+	t.mu.Unlock()
+	if p != nil {
+		p.Release(ctx)
+		t.observe(func(o Observer) { o.PermitHeld(-1) })
+	}
+}
+
+// Waiting is how many requests are waiting for a permit now.
+func (t *Transport) Waiting() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.waiting
+}
+
+func (t *Transport) take(site string) *limiter.Permit {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.handed; p != nil && p.Site() == site && p.Err() == nil {
+		t.handed = nil
+		return p
+	}
+	return nil
+}
+
+// RoundTrip checks robots.txt (except for robots.txt itself), takes the
+// site's permit, and makes the request under a context the permit cancels if
+// it is lost. The permit is released when the response body is closed, or at
+// once if the request fails. A 429 or 503 with Retry-After holds every
+// worker of the fleet off the site until then.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	site := robots.Site(req.URL)
+	// robots.txt is fetched under limit 1 (no delay): it waits behind every
+	// holder, so it is safe whatever the policy it is about to replace.
+	rule := limiter.Rule{Limit: 1}
+	if !robots.IsFetch(ctx) {
+		pol, r, err := t.Rule(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if !pol.Allowed(req.URL.RequestURI()) {
+			return nil, &DisallowedError{URL: req.URL.String()}
+		}
+		rule = r
+	}
+	p := t.take(site)
+	if p == nil {
+		var err error
+		if p, err = t.acquire(ctx, site, rule); err != nil {
+			return nil, err
+		}
+	}
+	p.KeepAlive(context.WithoutCancel(ctx)) // ends at Release or loss
+	rctx, cancel := p.Context(ctx)
+	resp, err := t.base().RoundTrip(req.WithContext(rctx))
+	if err != nil {
+		cancel()
+		t.release(p)
+		if p.Err() != nil {
+			return nil, fmt.Errorf("fetch: %s: %w (%v)", req.URL, limiter.ErrPermitLost, err)
+		}
+		return nil, err
+	}
+	t.observe(func(o Observer) { o.Response(site, resp.StatusCode) })
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		if d := RetryAfter(resp.Header, time.Now()); d > 0 {
+			t.Limiter.Backoff(context.WithoutCancel(ctx), site, d)
+		}
+	}
+	resp.Body = &permitBody{ReadCloser: resp.Body, done: func() { cancel(); t.release(p) }}
+	return resp, nil
+}
+
+func (t *Transport) acquire(ctx context.Context, site string, rule limiter.Rule) (*limiter.Permit, error) {
+	t.mu.Lock()
+	t.waiting++
+	t.mu.Unlock()
+	start := time.Now()
+	p, err := t.Limiter.AcquireRule(ctx, site, rule)
+	t.mu.Lock()
+	t.waiting--
+	t.mu.Unlock()
+	t.observe(func(o Observer) { o.PermitWait(site, time.Since(start), err) })
+	if err != nil {
+		return nil, fmt.Errorf("fetch: permit for %s: %w", site, err)
+	}
+	t.observe(func(o Observer) { o.PermitHeld(1) })
+	return p, nil
+}
+
+func (t *Transport) release(p *limiter.Permit) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Release(ctx); errors.Is(err, limiter.ErrPermitLost) {
+		t.observe(func(o Observer) { o.PermitLost(p.Site()) })
+	}
+	t.observe(func(o Observer) { o.PermitHeld(-1) })
+}
+
+func (t *Transport) base() http.RoundTripper {
+	if t.Base == nil {
+		return http.DefaultTransport
+	}
+	return t.Base
+}
+
+func (t *Transport) observe(f func(Observer)) {
+	if t.Observer != nil {
+		f(t.Observer)
+	}
+}
+
+// permitBody releases the permit when the body is closed (not at EOF: a
+// reader may stop early), once.
+type permitBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *permitBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
+}
+
+// RetryAfter reads a Retry-After header (seconds or an HTTP date) as a
+// duration from now; 0 if absent or unreadable. At most an hour.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.Atoi(v); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	}
+	return min(max(d, 0), time.Hour)
+}

@@ -1,0 +1,233 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/polite-crawler/polite/limiter"
+	"github.com/polite-crawler/polite/robots"
+	"github.com/polite-crawler/polite/testserver"
+)
+
+var srv *redistest.Server
+
+func TestMain(m *testing.M) {
+	var err error
+	if srv, err = redistest.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	srv.Close()
+	os.Exit(code)
+}
+
+// setup returns a transport on a fresh key prefix and a testserver.
+func setup(t *testing.T, lease time.Duration, sites ...testserver.SiteSpec) (*Transport, *testserver.Server) {
+	t.Helper()
+	ts, err := testserver.New(testserver.Profile{Name: t.Name(), Seed: 1, Sites: sites}, testserver.WithControl(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ts.Close() })
+	rdb := srv.Client()
+	t.Cleanup(func() { rdb.Close() })
+	prefix := "t:" + strings.ReplaceAll(t.Name(), "/", ".")
+	l := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: lease})
+	t.Cleanup(func() { l.Close() })
+	tr := &Transport{Limiter: l, Cap: 3}
+	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: tr}, &robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"})
+	return tr, ts
+}
+
+func get(c *http.Client, u string) (int, error) {
+	resp, err := c.Get(u)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, err
+}
+
+func TestCapHeldAtTheServer(t *testing.T) {
+	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 30, Links: 1, Latency: testserver.Duration(20 * time.Millisecond),
+		Robots: testserver.Robots{Concurrency: 2}})
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	var wg sync.WaitGroup
+	for i := 0; i < 24; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, err := get(c, fmt.Sprintf("%s/p/%d", ts.Sites()[0].URL, i)); err != nil || code != 200 {
+				t.Errorf("%d %v", code, err)
+			}
+		}()
+	}
+	wg.Wait()
+	st := ts.Stats().Sites[0]
+	if st.MaxInFlight != 2 || st.OverCap != 0 || st.RobotsFetches != 1 || st.Requests != 25 {
+		t.Fatalf("at the server: max in flight %d (cap 2), over cap %d, robots.txt %d, requests %d",
+			st.MaxInFlight, st.OverCap, st.RobotsFetches, st.Requests)
+	}
+}
+
+func TestDisallowedNeverRequested(t *testing.T) {
+	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{Disallow: []string{"/private/"}}},
+		testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{Status: 503}})
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	for _, u := range []string{ts.Sites()[0].URL + "/private/1", ts.Sites()[0].URL + "/redirect-private/2", ts.Sites()[1].URL + "/p/1"} {
+		if _, err := get(c, u); !errors.Is(err, ErrDisallowed) {
+			t.Errorf("GET %s: %v, want ErrDisallowed", u, err)
+		}
+	}
+	for i, st := range ts.Stats().Sites {
+		if st.DisallowedHits != 0 {
+			t.Errorf("site %d saw %d disallowed requests", i, st.DisallowedHits)
+		}
+	}
+	if st := ts.Stats().Sites[0]; st.Status["302"] != 1 {
+		t.Errorf("the redirect itself is allowed and was fetched once: %v", st.Status)
+	}
+}
+
+// The permit goes back when the body is closed, read to the end or not.
+func TestReleaseOnClose(t *testing.T) {
+	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 5, Links: 1, PageBytes: 200 << 10, Robots: testserver.Robots{Concurrency: 1}})
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	site := robots.Site(mustURL(t, ts.Sites()[0].URL))
+	resp, err := c.Get(ts.Sites()[0].URL + "/p/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.CopyN(io.Discard, resp.Body, 100)
+	if st, _ := tr.Limiter.Status(context.Background(), site, 1); st.Holders != 1 {
+		t.Fatalf("while the body is open: %+v", st)
+	}
+	resp.Body.Close()
+	if st, _ := tr.Limiter.Status(context.Background(), site, 1); st.Holders != 0 {
+		t.Fatalf("after Close before EOF: %+v", st)
+	}
+	if code, err := get(c, ts.Sites()[0].URL+"/p/2"); err != nil || code != 200 {
+		t.Fatal(code, err)
+	}
+}
+
+// A download three leases long keeps its permit (refreshed) and the cap holds.
+func TestLongDownloadKeepsPermit(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	tr, ts := setup(t, lease, testserver.SiteSpec{Pages: 5, Links: 1, PageBytes: 4000, SlowFor: testserver.Duration(3 * lease),
+		Robots: testserver.Robots{Concurrency: 1}})
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, err := get(c, fmt.Sprintf("%s/slow/%d", ts.Sites()[0].URL, i)); err != nil || code != 200 {
+				t.Errorf("slow download: %d %v", code, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if st := ts.Stats().Sites[0]; st.MaxInFlight != 1 || st.Status["200"] != 4 {
+		t.Fatalf("max in flight %d (cap 1), statuses %v", st.MaxInFlight, st.Status)
+	}
+}
+
+func TestRetryAfterHoldsTheFleet(t *testing.T) {
+	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 5, Links: 1})
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	if code, _ := get(c, ts.Sites()[0].URL+"/retry/2"); code != 503 {
+		t.Fatalf("first /retry/2: %d", code)
+	}
+	st, _ := tr.Limiter.Status(context.Background(), robots.Site(mustURL(t, ts.Sites()[0].URL)), 3)
+	if st.NextIn < 500*time.Millisecond {
+		t.Fatalf("Retry-After: 1 did not hold the site: %+v", st)
+	}
+	start := time.Now()
+	if code, _ := get(c, ts.Sites()[0].URL+"/retry/2"); code != 200 {
+		t.Fatalf("second /retry/2: %d", code)
+	}
+	if waited := time.Since(start); waited < 500*time.Millisecond {
+		t.Fatalf("next request went out %v after a Retry-After of 1s", waited)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{"": 0, "7": 7 * time.Second, "junk": 0, "-3": 0, "99999": time.Hour,
+		now.Add(90 * time.Second).Format(http.TimeFormat): 90 * time.Second} {
+		if got := RetryAfter(http.Header{"Retry-After": {v}}, now); got != want {
+			t.Errorf("RetryAfter(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+func TestTryHandover(t *testing.T) {
+	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{Concurrency: 1, Disallow: []string{"/private/"}}})
+	ctx := context.Background()
+	u := mustURL(t, ts.Sites()[0].URL+"/p/1")
+	if err := tr.TryHandover(ctx, mustURL(t, ts.Sites()[0].URL+"/private/1")); !errors.Is(err, ErrDisallowed) {
+		t.Fatalf("disallowed: %v", err)
+	}
+	if err := tr.TryHandover(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	other := &Transport{Limiter: tr.Limiter, Robots: tr.Robots, Cap: 3}
+	if err := other.TryHandover(ctx, u); !errors.Is(err, limiter.ErrBusy) {
+		t.Fatalf("second worker on a cap-1 site: %v", err)
+	}
+	// The handed-over permit serves the request; nothing is left to reclaim.
+	if code, err := get(&http.Client{Transport: tr}, u.String()); err != nil || code != 200 {
+		t.Fatal(code, err)
+	}
+	tr.Reclaim(ctx)
+	if err := other.TryHandover(ctx, u); err != nil {
+		t.Fatalf("after the request: %v", err)
+	}
+	other.Reclaim(ctx) // unused: released
+	if st, _ := tr.Limiter.Status(ctx, robots.Site(u), 1); st.Holders != 0 {
+		t.Fatalf("permits left: %+v", st)
+	}
+}
+
+func TestCollector(t *testing.T) {
+	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 5, Links: 3, Robots: testserver.Robots{Disallow: []string{"/private/"}}})
+	c := NewCollector(tr, CollectorOptions{UserAgent: "politebot/1.0"})
+	var links []string
+	c.OnHTML("a[href]", func(e *colly.HTMLElement) { links = append(links, e.Attr("href")) })
+	if err := c.Visit(ts.Sites()[0].URL + "/p/1"); err != nil {
+		t.Fatal(err)
+	}
+	if len(links) == 0 {
+		t.Fatal("no links parsed")
+	}
+	err := c.Visit(ts.Sites()[0].URL + "/private/1")
+	if !errors.Is(err, ErrDisallowed) {
+		t.Fatalf("colly visit of a disallowed page: %v", err)
+	}
+	if st := ts.Stats().Sites[0]; st.DisallowedHits != 0 || st.Requests != 2 {
+		t.Fatalf("server: %+v", st)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
