@@ -1,0 +1,246 @@
+// Package config is the crawler's one Config: defaults, then an optional YAML
+// file, then CRAWLER_* environment variables, then command-line flags, each
+// overriding the one before. Every field's file key, variable and flag are
+// declared once, in its struct tags. Validate reports every problem at once.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is everything `crawler run` can be told.
+type Config struct {
+	Redis         string        `yaml:"redis" env:"CRAWLER_REDIS_URL" flag:"redis" help:"Redis URL: redis://[user:password@]host:port[/db], or rediss:// for TLS"`
+	RedisCluster  []string      `yaml:"redis_cluster" env:"CRAWLER_REDIS_CLUSTER" flag:"redis-cluster" help:"Redis Cluster node addresses, comma-separated (instead of --redis; user, password and TLS from --redis)"`
+	RedisSentinel string        `yaml:"redis_sentinel" env:"CRAWLER_REDIS_SENTINEL" flag:"redis-sentinel" help:"Sentinel: master@host:port,host:port (instead of --redis; user, password and TLS from --redis)"`
+	Prefix        string        `yaml:"prefix" env:"CRAWLER_PREFIX" flag:"prefix" help:"prefix of every Redis key"`
+	Crawl         string        `yaml:"crawl" env:"CRAWLER_CRAWL" flag:"crawl" help:"name of the crawl; workers with the same name share it"`
+	MaxPerSite    int           `yaml:"max_per_site" env:"CRAWLER_MAX_PER_SITE" flag:"max-per-site" help:"most requests at once per site, fleet-wide (robots.txt may ask for fewer)"`
+	Workers       int           `yaml:"workers" env:"CRAWLER_WORKERS" flag:"workers" help:"concurrent fetches in this process"`
+	UserAgent     string        `yaml:"user_agent" env:"CRAWLER_USER_AGENT" flag:"user-agent" help:"User-Agent; its product token is matched against robots.txt groups"`
+	Lease         time.Duration `yaml:"lease" env:"CRAWLER_LEASE" flag:"lease" help:"permit lease; a permit not refreshed for this long is lost"`
+	Semaphore     string        `yaml:"semaphore" env:"CRAWLER_SEMAPHORE" flag:"semaphore" help:"semaphore mode: locked (Redis in Action, lock-guarded) or atomic (one Lua script)"`
+	MaxPages      int           `yaml:"max_pages" env:"CRAWLER_MAX_PAGES" flag:"max-pages" help:"stop admitting URLs after this many (0: no limit)"`
+	MaxDepth      int           `yaml:"max_depth" env:"CRAWLER_MAX_DEPTH" flag:"max-depth" help:"follow links at most this many hops from a seed (0: no limit)"`
+	Out           string        `yaml:"out" env:"CRAWLER_OUT" flag:"out" help:"write one JSON line per fetch to this file (url, status, bytes, fetched_at, worker)"`
+	MetricsAddr   string        `yaml:"metrics_addr" env:"CRAWLER_METRICS_ADDR" flag:"metrics-addr" help:"serve Prometheus /metrics here (e.g. 127.0.0.1:9090; empty: off)"`
+	Visibility    time.Duration `yaml:"visibility" env:"CRAWLER_VISIBILITY" flag:"visibility" help:"a URL taken by a worker that goes quiet is handed to another after this"`
+	MaxAttempts   int           `yaml:"max_attempts" env:"CRAWLER_MAX_ATTEMPTS" flag:"max-attempts" help:"tries per URL on 5xx, 429 and network errors"`
+	Timeout       time.Duration `yaml:"timeout" env:"CRAWLER_TIMEOUT" flag:"timeout" help:"one request, waiting for its permit included"`
+	MaxBodySize   int           `yaml:"max_body_size" env:"CRAWLER_MAX_BODY_SIZE" flag:"max-body-size" help:"bytes read of a response body"`
+	MaxCrawlDelay time.Duration `yaml:"max_crawl_delay" env:"CRAWLER_MAX_CRAWL_DELAY" flag:"max-crawl-delay" help:"longest Crawl-delay honoured; longer ones are clamped"`
+	Forever       bool          `yaml:"forever" env:"CRAWLER_FOREVER" flag:"forever" help:"keep waiting for new URLs when the crawl is done"`
+	Progress      time.Duration `yaml:"progress" env:"CRAWLER_PROGRESS" flag:"progress" help:"how often to report progress"`
+}
+
+// Default is the configuration before any file, variable or flag.
+func Default() Config {
+	return Config{
+		Redis: "redis://127.0.0.1:6379", Prefix: "polite", Crawl: "default", MaxPerSite: 3, Workers: 8,
+		UserAgent: "politebot/0.1 (+https://github.com/polite-crawler/polite)", Lease: 10 * time.Second,
+		Semaphore: "locked", Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
+		MaxBodySize: 10 << 20, MaxCrawlDelay: 30 * time.Second, Progress: 5 * time.Second,
+	}
+}
+
+// LoadFile applies a YAML file; unknown keys are an error.
+func (c *Config) LoadFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) { // an empty file is fine
+		return fmt.Errorf("config: %s: %w", path, err)
+	}
+	return nil
+}
+
+// ApplyEnv applies the CRAWLER_* variables that getenv returns non-empty.
+func (c *Config) ApplyEnv(getenv func(string) string) error {
+	var errs []error
+	c.each(func(f reflect.StructField, v reflect.Value) {
+		if s := getenv(f.Tag.Get("env")); s != "" {
+			if err := set(v, s); err != nil {
+				errs = append(errs, fmt.Errorf("config: %s=%q: %w", f.Tag.Get("env"), s, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Bind defines a flag per field on fs, defaulting to the field's current
+// value, so that parsing fs afterwards overrides only what is given.
+func (c *Config) Bind(fs *flag.FlagSet) {
+	c.each(func(f reflect.StructField, v reflect.Value) {
+		help := f.Tag.Get("help") + " (env " + f.Tag.Get("env") + ")"
+		if v.Kind() == reflect.Bool {
+			fs.Var(boolValue{v}, f.Tag.Get("flag"), help)
+			return
+		}
+		fs.Var(value{v}, f.Tag.Get("flag"), help)
+	})
+}
+
+func (c *Config) each(fn func(reflect.StructField, reflect.Value)) {
+	rv := reflect.ValueOf(c).Elem()
+	for i := 0; i < rv.NumField(); i++ {
+		fn(rv.Type().Field(i), rv.Field(i))
+	}
+}
+
+// value is a flag.Value over one Config field.
+type value struct{ v reflect.Value }
+
+func (f value) String() string {
+	if !f.v.IsValid() {
+		return ""
+	}
+	switch x := f.v.Interface().(type) {
+	case []string:
+		return strings.Join(x, ",")
+	case time.Duration:
+		return x.String()
+	}
+	return fmt.Sprint(f.v.Interface())
+}
+
+func (f value) Set(s string) error { return set(f.v, s) }
+
+type boolValue struct{ value reflect.Value }
+
+func (b boolValue) String() string {
+	if !b.value.IsValid() {
+		return "false"
+	}
+	return strconv.FormatBool(b.value.Bool())
+}
+func (b boolValue) Set(s string) error { return set(b.value, s) }
+func (b boolValue) IsBoolFlag() bool   { return true }
+
+func set(v reflect.Value, s string) error {
+	switch v.Interface().(type) {
+	case string:
+		v.SetString(s)
+	case int:
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("not a whole number")
+		}
+		v.SetInt(int64(n))
+	case bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("want true or false")
+		}
+		v.SetBool(b)
+	case time.Duration:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("want a duration such as 10s or 1m30s")
+		}
+		v.SetInt(int64(d))
+	case []string:
+		var parts []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, p)
+			}
+		}
+		v.Set(reflect.ValueOf(parts))
+	}
+	return nil
+}
+
+// Validate returns every problem at once, each naming its flag and what is
+// allowed.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(flag, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, a...)))
+	}
+	if u, err := url.Parse(c.Redis); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		bad("redis", "%q is not a redis:// or rediss:// URL", c.Redis)
+	}
+	for _, a := range c.RedisCluster {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("redis-cluster", "%q is not host:port", a)
+		}
+	}
+	if c.RedisSentinel != "" {
+		master, addrs, ok := strings.Cut(c.RedisSentinel, "@")
+		if !ok || master == "" || addrs == "" {
+			bad("redis-sentinel", "%q: want master@host:port[,host:port]", c.RedisSentinel)
+		}
+		if len(c.RedisCluster) > 0 {
+			bad("redis-sentinel", "give either --redis-cluster or --redis-sentinel, not both")
+		}
+	}
+	if c.Prefix == "" || strings.ContainsAny(c.Prefix, "{} ") {
+		bad("prefix", "%q: want a non-empty name without braces or spaces", c.Prefix)
+	}
+	if c.Crawl == "" || strings.ContainsAny(c.Crawl, "{} ") {
+		bad("crawl", "%q: want a non-empty name without braces or spaces", c.Crawl)
+	}
+	if c.MaxPerSite < 1 || c.MaxPerSite > 1000 {
+		bad("max-per-site", "%d: want 1..1000", c.MaxPerSite)
+	}
+	if c.Workers < 1 || c.Workers > 10000 {
+		bad("workers", "%d: want 1..10000", c.Workers)
+	}
+	if strings.TrimSpace(c.UserAgent) == "" {
+		bad("user-agent", "must not be empty")
+	}
+	if c.Lease < 100*time.Millisecond || c.Lease > time.Hour {
+		bad("lease", "%s: want 100ms..1h", c.Lease)
+	}
+	if c.Semaphore != "locked" && c.Semaphore != "atomic" {
+		bad("semaphore", "%q: want locked or atomic", c.Semaphore)
+	}
+	if c.MaxPages < 0 {
+		bad("max-pages", "%d: want >= 0", c.MaxPages)
+	}
+	if c.MaxDepth < 0 {
+		bad("max-depth", "%d: want >= 0", c.MaxDepth)
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			bad("metrics-addr", "%q is not host:port", c.MetricsAddr)
+		}
+	}
+	if c.Visibility < time.Second {
+		bad("visibility", "%s: want at least 1s", c.Visibility)
+	}
+	if c.Timeout < time.Second {
+		bad("timeout", "%s: want at least 1s", c.Timeout)
+	} else if c.Visibility <= c.Timeout {
+		bad("visibility", "%s must be longer than --timeout %s, or slow fetches are handed out twice", c.Visibility, c.Timeout)
+	}
+	if c.MaxAttempts < 1 {
+		bad("max-attempts", "%d: want >= 1", c.MaxAttempts)
+	}
+	if c.MaxBodySize < 1 {
+		bad("max-body-size", "%d: want >= 1", c.MaxBodySize)
+	}
+	if c.MaxCrawlDelay < 0 {
+		bad("max-crawl-delay", "%s: want >= 0", c.MaxCrawlDelay)
+	}
+	if c.Progress < 100*time.Millisecond {
+		bad("progress", "%s: want at least 100ms", c.Progress)
+	}
+	return errors.Join(errs...)
+}

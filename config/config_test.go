@@ -1,0 +1,87 @@
+package config
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Defaults < file < environment < flags.
+func TestPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "crawler.yaml")
+	os.WriteFile(file, []byte("workers: 4\nmax_per_site: 2\nlease: 20s\nuser_agent: filebot\nredis_cluster: [\"10.0.0.1:7000\"]\n"), 0o644)
+	c := Default()
+	if err := c.LoadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"CRAWLER_WORKERS": "6", "CRAWLER_LEASE": "30s", "CRAWLER_FOREVER": "true"}
+	if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	c.Bind(fs)
+	if err := fs.Parse([]string{"--workers", "7", "--redis-cluster", "a:1,b:2", "--forever=false"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Workers != 7 || c.MaxPerSite != 2 || c.Lease != 30*time.Second || c.UserAgent != "filebot" || c.Forever ||
+		strings.Join(c.RedisCluster, " ") != "a:1 b:2" || c.MaxAttempts != 3 {
+		t.Fatalf("got %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidateNamesEveryProblem(t *testing.T) {
+	c := Default()
+	c.Redis, c.MaxPerSite, c.Workers, c.Lease, c.Semaphore = "http://x", 0, 0, time.Millisecond, "fast"
+	c.MetricsAddr, c.RedisSentinel, c.Prefix, c.Visibility = "nope", "nomaster", "a{b}", 10*time.Second
+	err := c.Validate()
+	for _, field := range []string{"--redis:", "--max-per-site:", "--workers:", "--lease:", "--semaphore:", "--metrics-addr:", "--redis-sentinel:", "--prefix:", "--visibility:"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("no %s problem in %v", field, err)
+		}
+	}
+}
+
+func TestBadInputs(t *testing.T) {
+	c := Default()
+	if err := c.ApplyEnv(func(k string) string {
+		return map[string]string{"CRAWLER_WORKERS": "many", "CRAWLER_LEASE": "10"}[k]
+	}); err == nil || !strings.Contains(err.Error(), "CRAWLER_WORKERS") || !strings.Contains(err.Error(), "CRAWLER_LEASE") {
+		t.Fatalf("env errors: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(file, []byte("wrokers: 3\n"), 0o644)
+	if err := c.LoadFile(file); err == nil || !strings.Contains(err.Error(), "wrokers") {
+		t.Fatalf("unknown key: %v", err)
+	}
+	if err := c.LoadFile(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Fatal("a missing file is an error")
+	}
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	os.WriteFile(empty, nil, 0o644)
+	if err := c.LoadFile(empty); err != nil {
+		t.Fatalf("an empty file: %v", err)
+	}
+}
+
+func TestRedisOptions(t *testing.T) {
+	c := Default()
+	c.Redis = "rediss://crawler:s3cret@redis.internal:6380/2"
+	o, err := c.RedisOptions()
+	if err != nil || o.Username != "crawler" || o.Password != "s3cret" || o.DB != 2 || o.TLSConfig == nil || o.Addrs[0] != "redis.internal:6380" {
+		t.Fatalf("%+v %v", o, err)
+	}
+	c.RedisSentinel = "mymaster@s1:26379,s2:26379"
+	o, _ = c.RedisOptions()
+	if o.MasterName != "mymaster" || len(o.Addrs) != 2 || o.Password != "s3cret" {
+		t.Fatalf("sentinel %+v", o)
+	}
+	if got := c.RedisAddrs(); got != "sentinel mymaster@s1:26379,s2:26379" {
+		t.Fatal(got)
+	}
+}

@@ -1,0 +1,47 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisOptions turns the Redis settings into go-redis options: a single
+// node from --redis, or a cluster or sentinel set with --redis's user,
+// password, database and TLS. Only cmd/crawler builds the client from them.
+func (c *Config) RedisOptions() (*redis.UniversalOptions, error) {
+	single, err := redis.ParseURL(c.Redis)
+	if err != nil {
+		return nil, fmt.Errorf("config: --redis: %w", err)
+	}
+	o := &redis.UniversalOptions{
+		Addrs:     []string{single.Addr},
+		Username:  single.Username,
+		Password:  single.Password,
+		DB:        single.DB,
+		TLSConfig: single.TLSConfig,
+	}
+	switch {
+	case len(c.RedisCluster) > 0:
+		o.Addrs, o.IsClusterMode = c.RedisCluster, true
+	case c.RedisSentinel != "":
+		master, addrs, _ := strings.Cut(c.RedisSentinel, "@")
+		o.MasterName, o.Addrs = master, strings.Split(addrs, ",")
+	}
+	return o, nil
+}
+
+// RedisAddrs names the addresses tried, for error messages.
+func (c *Config) RedisAddrs() string {
+	switch {
+	case len(c.RedisCluster) > 0:
+		return "cluster " + strings.Join(c.RedisCluster, ",")
+	case c.RedisSentinel != "":
+		return "sentinel " + c.RedisSentinel
+	}
+	if o, err := redis.ParseURL(c.Redis); err == nil {
+		return o.Addr
+	}
+	return c.Redis
+}

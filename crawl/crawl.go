@@ -1,0 +1,305 @@
+// Package crawl is one crawler process's workers: each takes a URL from the
+// shared frontier, fetches it through the permit-taking transport with colly,
+// queues the links it finds, and settles the URL. A worker never waits on a
+// full site while others have free slots: it defers the URL and takes one of
+// another site.
+package crawl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/polite-crawler/polite/fetch"
+	"github.com/polite-crawler/polite/frontier"
+	"github.com/polite-crawler/polite/limiter"
+	"github.com/polite-crawler/polite/robots"
+	"golang.org/x/sync/errgroup"
+)
+
+// Options configure a Crawler. Zero fields take the default named.
+type Options struct {
+	Workers     int           // concurrent fetches in this process (default 8)
+	Name        string        // this worker process's name in results (default host-pid)
+	Cap         int           // requests at once per site unless robots.txt says less (default 3)
+	UserAgent   string        // sent with every request (default "politebot/0.1")
+	MaxBodySize int           // bytes read of a body (default 10 MiB)
+	Timeout     time.Duration // one request, waiting for its permit included (default 60s)
+	Forever     bool          // keep polling after the crawl is done
+	Out         io.Writer     // results as JSON lines; nil for none
+	Log         *slog.Logger  // default: discard
+	Observer    fetch.Observer
+}
+
+// Crawler runs one process's workers on a shared crawl.
+type Crawler struct {
+	fr  *frontier.Frontier
+	lim *limiter.Limiter
+	rob *robots.Cache
+	o   Options
+
+	scopeMu sync.RWMutex
+	scope   map[string]bool
+
+	outMu sync.Mutex
+	enc   *json.Encoder
+
+	pages, failed, skipped, inflight atomic.Int64
+	trMu                             sync.Mutex
+	transports                       []*fetch.Transport
+}
+
+// New returns a Crawler. rob must be built on an http.Client whose transport
+// takes permits (see NewRobotsClient).
+func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Options) *Crawler {
+	if o.Workers <= 0 {
+		o.Workers = 8
+	}
+	if o.Name == "" {
+		host, _ := os.Hostname()
+		o.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = "politebot/0.1"
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, scope: map[string]bool{}}
+	if o.Out != nil {
+		c.enc = json.NewEncoder(o.Out)
+	}
+	return c
+}
+
+// NewRobotsClient is the client a robots.Cache should fetch with: robots.txt
+// requests take permits like every other request.
+func NewRobotsClient(lim *limiter.Limiter, cap int, obs fetch.Observer) (*http.Client, *fetch.Transport) {
+	tr := &fetch.Transport{Limiter: lim, Cap: cap, Observer: obs}
+	return &http.Client{Transport: tr, Timeout: 2 * time.Minute}, tr
+}
+
+// Seed queues the seed URLs (once for the whole fleet, however many
+// processes give them) and adds their sites to the scope: links to other
+// sites are not followed.
+func (c *Crawler) Seed(ctx context.Context, seeds []string) (int, error) {
+	var bad []error
+	for _, s := range seeds {
+		_, site, err := frontier.Normalize(s)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		c.scopeMu.Lock()
+		c.scope[site] = true
+		c.scopeMu.Unlock()
+	}
+	if len(bad) > 0 {
+		return 0, errors.Join(bad...)
+	}
+	return c.fr.Add(ctx, 0, seeds...)
+}
+
+// Progress is what this process has done so far.
+type Progress struct {
+	Pages, Failed, Skipped, InFlight, Waiting int64
+}
+
+// Progress reads the process's counters.
+func (c *Crawler) Progress() Progress {
+	p := Progress{Pages: c.pages.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), InFlight: c.inflight.Load()}
+	c.trMu.Lock()
+	for _, t := range c.transports {
+		p.Waiting += int64(t.Waiting())
+	}
+	c.trMu.Unlock()
+	return p
+}
+
+// Run works until the crawl is done for the whole fleet (or forever with
+// Options.Forever) or ctx ends. On ctx's end each worker gives its URL back
+// to the frontier and its permit back to the site, and Run returns nil.
+func (c *Crawler) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for i := 0; i < c.o.Workers; i++ {
+		g.Go(func() error { return c.work(ctx, i) })
+	}
+	return g.Wait()
+}
+
+// result is one fetch, as written to Options.Out.
+type result struct {
+	URL       string    `json:"url"`
+	Status    int       `json:"status"`
+	Bytes     int       `json:"bytes"`
+	FetchedAt time.Time `json:"fetched_at"`
+	Worker    string    `json:"worker"`
+	Error     string    `json:"error,omitempty"`
+}
+
+func (c *Crawler) work(ctx context.Context, n int) error {
+	tr := &fetch.Transport{Limiter: c.lim, Robots: c.rob, Cap: c.o.Cap, Observer: c.o.Observer}
+	c.trMu.Lock()
+	c.transports = append(c.transports, tr)
+	c.trMu.Unlock()
+	col := fetch.NewCollector(tr, fetch.CollectorOptions{UserAgent: c.o.UserAgent, MaxBodySize: c.o.MaxBodySize, Timeout: c.o.Timeout, Context: ctx})
+	var cur struct {
+		item   frontier.Item
+		status int
+		bytes  int
+		links  []string
+	}
+	col.OnResponse(func(r *colly.Response) { cur.status, cur.bytes = r.StatusCode, len(r.Body) })
+	col.OnError(func(r *colly.Response, err error) {
+		if r != nil {
+			cur.status, cur.bytes = r.StatusCode, len(r.Body)
+		}
+	})
+	col.OnHTML("a[href]", func(e *colly.HTMLElement) {
+		if len(cur.links) < 10000 { // a page with a million links is not a million URLs
+			cur.links = append(cur.links, e.Request.AbsoluteURL(e.Attr("href")))
+		}
+	})
+	idle := 0
+	for {
+		it, err := c.fr.Next(ctx)
+		var empty *frontier.EmptyError
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, frontier.ErrDone) && !c.o.Forever:
+			return nil
+		case errors.Is(err, frontier.ErrDone), errors.As(err, &empty):
+			wait := time.Second
+			if empty != nil {
+				wait = min(max(empty.Wait, time.Millisecond), 250*time.Millisecond)
+			}
+			sleep(ctx, wait+rand.N(wait/4+1))
+			continue
+		case err != nil:
+			idle = min(idle+1, 6)
+			c.o.Log.Warn("frontier unavailable; retrying", "worker", n, "err", err, "backoff", time.Duration(1<<idle)*100*time.Millisecond)
+			sleep(ctx, time.Duration(1<<idle)*100*time.Millisecond)
+			continue
+		}
+		idle = 0
+		cur.item, cur.status, cur.bytes, cur.links = it, 0, 0, cur.links[:0]
+		c.fetchOne(ctx, tr, col, it, &cur.status, &cur.bytes, &cur.links)
+	}
+}
+
+// fetchOne fetches one item and settles it in the frontier.
+func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.Collector, it frontier.Item, status, size *int, links *[]string) {
+	u, err := url.Parse(it.URL)
+	if err != nil {
+		c.settle(ctx, it, c.fr.Done(ctx, it))
+		return
+	}
+	err = tr.TryHandover(ctx, u)
+	var busy *limiter.BusyError
+	switch {
+	case errors.As(err, &busy):
+		c.settle(ctx, it, c.fr.Defer(ctx, it, min(max(busy.Wait, 5*time.Millisecond), 2*time.Second)))
+		return
+	case errors.Is(err, fetch.ErrDisallowed):
+		c.skipped.Add(1)
+		c.record(it, 0, 0, err)
+		c.settle(ctx, it, c.fr.Done(ctx, it))
+		return
+	case err != nil:
+		c.giveBack(it)
+		sleep(ctx, 200*time.Millisecond)
+		return
+	}
+	c.inflight.Add(1)
+	err = col.Request(http.MethodGet, it.URL, nil, nil, nil)
+	c.inflight.Add(-1)
+	tr.Reclaim(context.WithoutCancel(ctx))
+	if ctx.Err() != nil {
+		c.giveBack(it) // stopping: leave the URL to the others
+		return
+	}
+	c.record(it, *status, *size, err)
+	switch {
+	case err == nil || errors.Is(err, fetch.ErrDisallowed) || (*status >= 400 && *status < 500 && *status != http.StatusTooManyRequests):
+		if err == nil {
+			c.pages.Add(1)
+			c.queueLinks(ctx, it, *links)
+		} else {
+			c.skipped.Add(1)
+		}
+		c.settle(ctx, it, c.fr.Done(ctx, it))
+	default: // 429, 5xx, network error, lost permit: try again later
+		delay := time.Duration(it.Attempts+1) * time.Second
+		again, serr := c.fr.Retry(ctx, it, delay)
+		if !again && serr == nil {
+			c.failed.Add(1)
+		}
+		c.settle(ctx, it, serr)
+	}
+}
+
+func (c *Crawler) queueLinks(ctx context.Context, it frontier.Item, links []string) {
+	var in []string
+	c.scopeMu.RLock()
+	for _, l := range links {
+		if _, site, err := frontier.Normalize(l); err == nil && c.scope[site] {
+			in = append(in, l)
+		}
+	}
+	c.scopeMu.RUnlock()
+	if len(in) > 0 {
+		if _, err := c.fr.Add(ctx, it.Depth+1, in...); err != nil {
+			c.o.Log.Warn("queueing links failed", "url", it.URL, "err", err)
+		}
+	}
+}
+
+func (c *Crawler) settle(ctx context.Context, it frontier.Item, err error) {
+	if err != nil && ctx.Err() == nil {
+		c.o.Log.Warn("frontier", "url", it.URL, "err", err)
+	}
+}
+
+// giveBack returns an item to the frontier for another worker, even while
+// this one is stopping.
+func (c *Crawler) giveBack(it frontier.Item) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.fr.Release(ctx, it); err != nil && !errors.Is(err, frontier.ErrLost) {
+		c.o.Log.Warn("could not give a URL back; it returns after the visibility timeout", "url", it.URL, "err", err)
+	}
+}
+
+func (c *Crawler) record(it frontier.Item, status, size int, err error) {
+	if c.enc == nil {
+		return
+	}
+	r := result{URL: it.URL, Status: status, Bytes: size, FetchedAt: time.Now().UTC(), Worker: c.o.Name}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	c.enc.Encode(r)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
