@@ -25,6 +25,7 @@ import (
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -83,11 +84,19 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 	return c
 }
 
-// NewRobotsClient is the client a robots.Cache should fetch with: robots.txt
-// requests take permits like every other request.
-func NewRobotsClient(lim *limiter.Limiter, cap int, obs fetch.Observer) (*http.Client, *fetch.Transport) {
+// NewRobotsCache returns the robots cache a crawl needs: robots.txt
+// requests take permits like every other request, and a crawl delay starts
+// with the robots.txt request itself (so the first page waits too).
+func NewRobotsCache(rdb redis.UniversalClient, lim *limiter.Limiter, cap int, o robots.CacheOptions, obs fetch.Observer) *robots.Cache {
 	tr := &fetch.Transport{Limiter: lim, Cap: cap, Observer: obs}
-	return &http.Client{Transport: tr, Timeout: 2 * time.Minute}, tr
+	o.Fetched = func(ctx context.Context, site string, p robots.Policy) {
+		if p.CrawlDelay > 0 {
+			lim.Backoff(ctx, site, p.CrawlDelay)
+		}
+	}
+	rob := robots.NewCache(rdb, &http.Client{Transport: tr, Timeout: 2 * time.Minute}, &o)
+	tr.Robots = rob
+	return rob
 }
 
 // Seed queues the seed URLs (once for the whole fleet, however many
@@ -155,15 +164,18 @@ func (c *Crawler) work(ctx context.Context, n int) error {
 	c.trMu.Unlock()
 	col := fetch.NewCollector(tr, fetch.CollectorOptions{UserAgent: c.o.UserAgent, MaxBodySize: c.o.MaxBodySize, Timeout: c.o.Timeout, Context: ctx})
 	var cur struct {
-		item   frontier.Item
 		status int
 		bytes  int
 		links  []string
 	}
 	col.OnResponse(func(r *colly.Response) { cur.status, cur.bytes = r.StatusCode, len(r.Body) })
 	col.OnError(func(r *colly.Response, err error) {
-		if r != nil {
-			cur.status, cur.bytes = r.StatusCode, len(r.Body)
+		if r == nil {
+			return
+		}
+		cur.status, cur.bytes = r.StatusCode, len(r.Body)
+		if loc := r.Headers.Get("Location"); r.StatusCode >= 300 && r.StatusCode < 400 && loc != "" {
+			cur.links = append(cur.links, r.Request.AbsoluteURL(loc)) // a redirect is a link
 		}
 	})
 	col.OnHTML("a[href]", func(e *colly.HTMLElement) {
@@ -194,7 +206,7 @@ func (c *Crawler) work(ctx context.Context, n int) error {
 			continue
 		}
 		idle = 0
-		cur.item, cur.status, cur.bytes, cur.links = it, 0, 0, cur.links[:0]
+		cur.status, cur.bytes, cur.links = 0, 0, cur.links[:0]
 		c.fetchOne(ctx, tr, col, it, &cur.status, &cur.bytes, &cur.links)
 	}
 }
@@ -210,7 +222,13 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 	var busy *limiter.BusyError
 	switch {
 	case errors.As(err, &busy):
-		c.settle(ctx, it, c.fr.Defer(ctx, it, min(max(busy.Wait, 5*time.Millisecond), 2*time.Second)))
+		// A full site frees a slot as soon as a fetch ends, usually within
+		// tens of ms: look again soon. A crawl delay's end is known exactly.
+		wait := busy.Wait
+		if busy.Full {
+			wait = min(wait, 15*time.Millisecond+rand.N(20*time.Millisecond))
+		}
+		c.settle(ctx, it, c.fr.Defer(ctx, it, min(max(wait, time.Millisecond), 2*time.Second)))
 		return
 	case errors.Is(err, fetch.ErrDisallowed):
 		c.skipped.Add(1)
@@ -232,13 +250,14 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 	}
 	c.record(it, *status, *size, err)
 	switch {
-	case err == nil || errors.Is(err, fetch.ErrDisallowed) || (*status >= 400 && *status < 500 && *status != http.StatusTooManyRequests):
+	case err == nil || (*status >= 300 && *status < 400):
 		if err == nil {
 			c.pages.Add(1)
-			c.queueLinks(ctx, it, *links)
-		} else {
-			c.skipped.Add(1)
 		}
+		c.queueLinks(ctx, it, *links)
+		c.settle(ctx, it, c.fr.Done(ctx, it))
+	case errors.Is(err, fetch.ErrDisallowed) || (*status >= 400 && *status < 500 && *status != http.StatusTooManyRequests):
+		c.skipped.Add(1)
 		c.settle(ctx, it, c.fr.Done(ctx, it))
 	default: // 429, 5xx, network error, lost permit: try again later
 		delay := time.Duration(it.Attempts+1) * time.Second

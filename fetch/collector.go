@@ -20,6 +20,11 @@ type CollectorOptions struct {
 	Timeout time.Duration
 	// Context stops the collector's requests when done (SIGINT).
 	Context context.Context
+	// FollowRedirects lets colly follow up to this many redirects (each hop
+	// still through the transport). 0, the default, hands 3xx responses back:
+	// a crawler should queue Location as a link, so that a page reached both
+	// directly and through a redirect is fetched once.
+	FollowRedirects int
 }
 
 // NewCollector returns a colly collector whose every request, redirect hops
@@ -48,8 +53,8 @@ func NewCollector(t *Transport, o CollectorOptions) *colly.Collector {
 	c.WithTransport(t)
 	c.SetRequestTimeout(o.Timeout)
 	c.SetRedirectHandler(func(req *http.Request, via []*http.Request) error {
-		if len(via) >= 10 {
-			return http.ErrUseLastResponse // a redirect loop: stop here
+		if len(via) > o.FollowRedirects {
+			return http.ErrUseLastResponse
 		}
 		return nil
 	})

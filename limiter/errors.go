@@ -26,8 +26,12 @@ var (
 // ErrBusy with errors.Is.
 type BusyError struct {
 	Site string
-	// Wait is a hint from Redis: how long until a permit can free up without a
-	// release (the oldest lease runs out, or the crawl delay passes).
+	// Full is true when every permit is out; false when a crawl delay or
+	// backoff is all that stands in the way.
+	Full bool
+	// Wait is a hint from Redis. Not Full: exactly how long the delay has
+	// left. Full: when the oldest lease could run out if its holder died;
+	// permits are usually released much sooner.
 	Wait time.Duration
 }
 

@@ -135,7 +135,7 @@ func (l *Limiter) TryAcquireRule(ctx context.Context, site string, rule Rule) (*
 	if o.state == stGranted {
 		return newPermit(l, k, id, rule, o.sent), nil
 	}
-	return nil, &BusyError{Site: site, Wait: o.wait}
+	return nil, &BusyError{Site: site, Full: o.rank >= rule.Limit, Wait: o.wait}
 }
 
 func (l *Limiter) prepare(site string, rule Rule) (keys, Rule, error) {

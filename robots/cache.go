@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,6 +40,10 @@ type CacheOptions struct {
 	LocalSize int
 	// Parse tunes parsing (the maximum crawl delay).
 	Parse Options
+	// Fetched, if set, is called with each policy this process has just
+	// fetched (not with ones found cached), e.g. to start its crawl delay
+	// from the robots.txt request itself.
+	Fetched func(ctx context.Context, site string, p Policy)
 }
 
 func (o *CacheOptions) prefix() string {
@@ -121,6 +126,30 @@ type Cache struct {
 	o      *CacheOptions
 	local  *lru
 	flight singleflight.Group
+
+	hitsLocal, hitsRedis, fetches atomic.Int64
+}
+
+// Counts says how policies were found: in the process, in Redis, or by
+// fetching robots.txt.
+func (c *Cache) Counts() (local, redis, fetched int64) {
+	return c.hitsLocal.Load(), c.hitsRedis.Load(), c.fetches.Load()
+}
+
+// Cached returns the site's policy if Redis has one, without fetching.
+func (c *Cache) Cached(ctx context.Context, site string) (Policy, bool, error) {
+	raw, err := c.rdb.Get(ctx, c.keys(site).policy).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return Policy{}, false, nil
+	}
+	if err != nil {
+		return Policy{}, false, fmt.Errorf("robots: %s: %w", site, err)
+	}
+	var e entry
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return Policy{}, false, fmt.Errorf("robots: %s: %w", site, err)
+	}
+	return e.Policy, true, nil
 }
 
 // NewCache returns a Cache. client fetches robots.txt: give it the crawler's
@@ -163,6 +192,7 @@ func (c *Cache) Policy(ctx context.Context, u *url.URL) (Policy, error) {
 	}
 	site := Site(u)
 	if p, ok := c.local.get(site, time.Now()); ok {
+		c.hitsLocal.Add(1)
 		return p, nil
 	}
 	robotsURL := u.Scheme + "://" + u.Host + "/robots.txt"
@@ -199,6 +229,7 @@ func (c *Cache) load(ctx context.Context, site, robotsURL string) (Policy, error
 			var e entry
 			if err := json.Unmarshal(raw, &e); err == nil {
 				c.local.put(site, e.Policy, time.Now().Add(max(ttl.Val(), 0)))
+				c.hitsRedis.Add(1)
 				return e.Policy, nil
 			}
 		}
@@ -224,6 +255,7 @@ func (c *Cache) load(ctx context.Context, site, robotsURL string) (Policy, error
 const releaseLease = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
 
 func (c *Cache) fetchAndStore(ctx context.Context, site, robotsURL string, k siteKeys) (Policy, error) {
+	c.fetches.Add(1)
 	status, body, _ := c.fetch(ctx, robotsURL) // a failed fetch is status 0: unreachable
 	p := c.o.parse().Parse(status, body, c.o.userAgent())
 	e := entry{Policy: p}
@@ -256,5 +288,8 @@ func (c *Cache) fetchAndStore(ctx context.Context, site, robotsURL string, k sit
 		return Policy{}, fmt.Errorf("robots: %s: store: %w", site, err)
 	}
 	c.local.put(site, e.Policy, time.Now().Add(ttl))
+	if c.o != nil && c.o.Fetched != nil {
+		c.o.Fetched(ctx, site, e.Policy)
+	}
 	return e.Policy, nil
 }

@@ -262,3 +262,40 @@ func TestCloseWaitsForInflight(t *testing.T) {
 	}
 	<-done
 }
+
+// Expected follows links and redirects but never a closed path; a crawler
+// fetching exactly those paths matches FetchedOK.
+func TestExpectedWalk(t *testing.T) {
+	p := Profile{Name: "e", Seed: 5, Sites: []SiteSpec{
+		{Pages: 30, Links: 4, CrossLinks: 1, Redirects: 0.3, Errors: 0.1, Robots: Robots{Disallow: []string{"/private/"}}},
+		{Pages: 10, Links: 2, Robots: Robots{Status: 503}},
+		{Pages: 10, Links: 2},
+	}}
+	s := start(t, p)
+	want := s.Expected()
+	if len(want[1]) != 0 {
+		t.Fatalf("a closed site has expected pages: %v", want[1])
+	}
+	if !want[0]["/"] || !want[2]["/"] || len(want[0]) < 5 {
+		t.Fatalf("expected: %v", want)
+	}
+	for path := range want[0] {
+		if strings.HasPrefix(path, "/private/") || strings.HasPrefix(path, "/error/") || strings.HasPrefix(path, "/redirect") {
+			t.Errorf("%s expected with a 200", path)
+		}
+	}
+	for i, paths := range want {
+		for path := range paths {
+			code, _, _ := get(t, noRedirects, s.Sites()[i].URL+path)
+			if code == 503 { // a /retry/ page answers 200 the second time
+				code, _, _ = get(t, noRedirects, s.Sites()[i].URL+path)
+			}
+			if code != 200 {
+				t.Errorf("site %d %s: %d", i, path, code)
+			}
+		}
+		if got := s.FetchedOK(i); len(got) != len(paths) {
+			t.Errorf("site %d: FetchedOK %d paths, expected %d", i, len(got), len(paths))
+		}
+	}
+}

@@ -21,6 +21,7 @@ type command struct {
 }
 
 var commands = []command{
+	{"run", "crawl from seed URLs, sharing the crawl and every site's cap with all workers on the same Redis", runCrawl},
 	{"testserver", "serve many local test sites and measure how politely they are crawled", runTestserver},
 }
 

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/polite-crawler/polite/config"
+	"github.com/polite-crawler/polite/crawl"
+	"github.com/polite-crawler/polite/frontier"
+	"github.com/polite-crawler/polite/limiter"
+	"github.com/polite-crawler/polite/metrics"
+	"github.com/polite-crawler/polite/robots"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+)
+
+// loadConfig reads defaults, --config FILE, CRAWLER_* and then the flags.
+func loadConfig(name string, args []string, stderr io.Writer, usage func(fs *flag.FlagSet)) (*config.Config, *flag.FlagSet, error) {
+	cfg := config.Default()
+	path := configPath(args)
+	if path != "" {
+		if err := cfg.LoadFile(path); err != nil {
+			return nil, nil, usageErr("%v", err)
+		}
+	}
+	if err := cfg.ApplyEnv(os.Getenv); err != nil {
+		return nil, nil, usageErr("%v", err)
+	}
+	fs := flag.NewFlagSet("crawler "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.String("config", path, "YAML file of settings (keys as in the flags, with _ for -); flags and CRAWLER_* override it")
+	cfg.Bind(fs)
+	fs.Usage = func() { usage(fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, err
+		}
+		return nil, nil, usageErr("%v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, usageErr("invalid settings:\n%v", err)
+	}
+	return &cfg, fs, nil
+}
+
+// configPath finds --config before the flags are parsed (the file comes
+// first in precedence).
+func configPath(args []string) string {
+	for i, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if v, ok := strings.CutPrefix(a, "config="); ok {
+			return v
+		}
+		if a == "config" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// connect builds the Redis client and waits for it: a few tries with
+// backoff, then a clear error naming the address.
+func connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (redis.UniversalClient, error) {
+	opts, err := cfg.RedisOptions()
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	opts.PoolSize = cfg.Workers + 8
+	rdb := redis.NewUniversalClient(opts)
+	backoff := 250 * time.Millisecond
+	for try := 1; ; try++ {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err = rdb.Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			return rdb, nil
+		}
+		if try == 5 || ctx.Err() != nil {
+			rdb.Close()
+			return nil, fmt.Errorf("cannot reach Redis at %s: %w", cfg.RedisAddrs(), err)
+		}
+		log.Warn("Redis not reachable yet; retrying", "addr", cfg.RedisAddrs(), "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, fs, err := loadConfig("run", args, stderr, func(fs *flag.FlagSet) {
+		fmt.Fprintln(stderr, "Usage: crawler run [flags] SEED_URL...")
+		fmt.Fprintln(stderr, "\nCrawls from the seeds, sharing the crawl with every other 'crawler run' pointed at the same")
+		fmt.Fprintln(stderr, "Redis and --crawl, on any host. Before every request it takes a permit from the site's")
+		fmt.Fprintln(stderr, "semaphore in Redis, so no site sees more than its cap at once, fleet-wide. Links are followed")
+		fmt.Fprintln(stderr, "within the seeds' sites. Exits 0 when nothing is queued or in flight anywhere (unless --forever).")
+		fmt.Fprintln(stderr, "\nFlags:")
+		fs.PrintDefaults()
+	})
+	if err != nil {
+		return err
+	}
+	seeds := fs.Args()
+	if len(seeds) == 0 && !cfg.Forever {
+		return usageErr("no seed URLs (give at least one, or --forever to join a crawl others seed)")
+	}
+	for _, s := range seeds {
+		if _, _, err := frontier.Normalize(s); err != nil {
+			return usageErr("seed %q: want an absolute http(s) URL", s)
+		}
+	}
+	log := newLogger(stderr)
+	rdb, err := connect(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+
+	mode := limiter.ModeLocked
+	if cfg.Semaphore == "atomic" {
+		mode = limiter.ModeAtomic
+	}
+	lim := limiter.New(rdb, &limiter.Options{Mode: mode, Lease: cfg.Lease, Prefix: cfg.Prefix})
+	defer lim.Close()
+	m := metrics.New()
+	rob := crawl.NewRobotsCache(rdb, lim, cfg.MaxPerSite, robots.CacheOptions{Prefix: cfg.Prefix, UserAgent: cfg.UserAgent,
+		FetchTimeout: cfg.Timeout, Parse: robots.Options{MaxCrawlDelay: cfg.MaxCrawlDelay}}, m)
+	m.Robots(rob)
+	fr := frontier.New(rdb, &frontier.Options{Prefix: cfg.Prefix, Crawl: cfg.Crawl, Visibility: cfg.Visibility,
+		MaxAttempts: cfg.MaxAttempts, MaxDepth: cfg.MaxDepth, MaxPages: cfg.MaxPages})
+
+	var out io.Writer
+	if cfg.Out != "" {
+		f, err := os.OpenFile(cfg.Out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		defer f.Close()
+		out = f
+	}
+	c := crawl.New(fr, lim, rob, crawl.Options{Workers: cfg.Workers, Cap: cfg.MaxPerSite, UserAgent: cfg.UserAgent,
+		MaxBodySize: cfg.MaxBodySize, Timeout: cfg.Timeout, Forever: cfg.Forever, Out: out, Log: log, Observer: m})
+	added, err := c.Seed(ctx, seeds)
+	if err != nil {
+		return fmt.Errorf("seeding: %w", err)
+	}
+	log.Info("crawl started", "crawl", cfg.Crawl, "redis", cfg.RedisAddrs(), "seeds", len(seeds), "new", added,
+		"workers", cfg.Workers, "max_per_site", cfg.MaxPerSite, "semaphore", cfg.Semaphore)
+
+	g, gctx := errgroup.WithContext(ctx)
+	done := make(chan struct{})
+	if cfg.MetricsAddr != "" {
+		mctx, stop := context.WithCancel(gctx)
+		defer stop()
+		g.Go(func() error { return m.Serve(mctx, cfg.MetricsAddr) })
+		go func() { <-done; stop() }() // owned here: ends when the crawl does
+	}
+	g.Go(func() error { report(gctx, done, cfg.Progress, c, fr, stdout, log); return nil })
+	g.Go(func() error { defer close(done); return c.Run(gctx) })
+	err = g.Wait()
+	p := c.Progress()
+	log.Info("crawl finished", "pages", p.Pages, "skipped", p.Skipped, "failed", p.Failed, "stopped", ctx.Err() != nil)
+	return err
+}
+
+// report prints progress every interval until done: a line rewritten in
+// place on a terminal, structured log records otherwise.
+func report(ctx context.Context, done <-chan struct{}, every time.Duration, c *crawl.Crawler, fr *frontier.Frontier, stdout io.Writer, log *slog.Logger) {
+	tty := isTerminal(stdout)
+	start, last := time.Now(), int64(0)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			if tty {
+				fmt.Fprintln(stdout)
+			}
+			return
+		case <-tick.C:
+		}
+		p := c.Progress()
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, _ := fr.Stats(qctx)
+		cancel()
+		rate := float64(p.Pages-last) / every.Seconds()
+		last = p.Pages
+		if tty {
+			fmt.Fprintf(stdout, "\r%6.0fs  pages %d  %.1f/s  queued %d  in flight %d (fleet %d)  waiting for permits %d   ",
+				time.Since(start).Seconds(), p.Pages, rate, st.Queued, p.InFlight, st.InFlight, p.Waiting)
+			continue
+		}
+		log.Info("progress", "pages", p.Pages, "pages_per_s", rate, "queued", st.Queued, "in_flight", p.InFlight,
+			"fleet_in_flight", st.InFlight, "waiting_for_permits", p.Waiting, "done", st.Done, "failed", st.Failed)
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func newLogger(w io.Writer) *slog.Logger {
+	if isTerminal(w) {
+		return slog.New(slog.NewTextHandler(w, nil))
+	}
+	return slog.New(slog.NewJSONHandler(w, nil))
+}
