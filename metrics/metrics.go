@@ -67,9 +67,11 @@ func (m *Metrics) PermitWait(site string, waited time.Duration, err error) {
 	}
 	m.wait.Observe(waited.Seconds())
 }
-func (m *Metrics) PermitHeld(delta int)             { m.held.Add(float64(delta)) }
-func (m *Metrics) PermitLost(site string)           { m.lost.Inc() }
-func (m *Metrics) Response(site string, status int) { m.responses.WithLabelValues(strconv.Itoa(status)).Inc() }
+func (m *Metrics) PermitHeld(delta int)   { m.held.Add(float64(delta)) }
+func (m *Metrics) PermitLost(site string) { m.lost.Inc() }
+func (m *Metrics) Response(site string, status int) {
+	m.responses.WithLabelValues(strconv.Itoa(status)).Inc()
+}
 
 // Serve serves /metrics on addr until ctx ends.
 func (m *Metrics) Serve(ctx context.Context, addr string) error {
