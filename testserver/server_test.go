@@ -165,7 +165,7 @@ func TestCountsPathsRobotsAndDisallowed(t *testing.T) {
 		st.DuplicateFetches != want.DuplicateFetches || st.DistinctPaths != want.DistinctPaths {
 		t.Fatalf("got %+v", st)
 	}
-	if st.Status["200"] != 6 || st.Status["404"] != 1 || st.BytesSent == 0 {
+	if st.Status["200"] != 6 || st.Status["404"] != 1 || st.BytesSent == 0 || st.Pages != 4 {
 		t.Fatalf("status %v bytes %d", st.Status, st.BytesSent)
 	}
 	resp, err := http.Post(s.ControlURL()+"/_reset", "", nil)

@@ -2,6 +2,7 @@ package testserver
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -48,7 +49,9 @@ type SiteStats struct {
 	// GapHistogram counts gaps by upper bound in ms ("+Inf" for the rest).
 	GapHistogram map[string]int64 `json:"gap_histogram"`
 	Status       map[string]int64 `json:"status"`
-	BytesSent    int64            `json:"bytes_sent"`
+	// Pages counts 200 answers other than robots.txt.
+	Pages     int64 `json:"pages"`
+	BytesSent int64 `json:"bytes_sent"`
 	// Series is the maximum in flight in each 100 ms step, oldest first,
 	// ending at SeriesEndMs (ms since the server started).
 	Series      []int `json:"series"`
@@ -75,6 +78,7 @@ type recorder struct {
 	gaps      []int64 // per gapBounds bucket, plus +Inf
 	status    map[int]int64
 	bytes     int64
+	pages     int64
 	series    []int // ring of seriesLen steps
 	step      int64 // index of the newest step
 	first     int64 // step of the last reset
@@ -91,7 +95,7 @@ func (r *recorder) reset() {
 	defer r.mu.Unlock()
 	r.requests, r.maxIn, r.overCap, r.disHits, r.robots = 0, r.inflight, 0, 0, 0
 	r.paths = map[string]bool{}
-	r.untracked, r.dups, r.bytes = 0, 0, 0
+	r.untracked, r.dups, r.bytes, r.pages = 0, 0, 0, 0
 	r.lastEnd, r.minGap = time.Time{}, -1
 	r.gaps = make([]int64, len(gapBounds)+1)
 	r.status = map[int]int64{}
@@ -173,6 +177,9 @@ func (r *recorder) end(path string, status int, bytes int64) {
 	r.status[status]++
 	r.bytes += bytes
 	if status == 200 {
+		if path != "/robots.txt" && !strings.HasPrefix(path, "/robots-hop/") {
+			r.pages++
+		}
 		if _, ok := r.paths[path]; ok {
 			r.paths[path] = true
 		}
@@ -188,7 +195,7 @@ func (r *recorder) snapshot(host, url, rules string, gap time.Duration) SiteStat
 		Requests: r.requests, InFlight: r.inflight, MaxInFlight: r.maxIn, OverCap: r.overCap,
 		DisallowedHits: r.disHits, RobotsFetches: r.robots, DistinctPaths: len(r.paths),
 		UntrackedPaths: r.untracked, DuplicateFetches: r.dups, MinGapMs: -1,
-		GapHistogram: map[string]int64{}, Status: map[string]int64{}, BytesSent: r.bytes,
+		GapHistogram: map[string]int64{}, Status: map[string]int64{}, BytesSent: r.bytes, Pages: r.pages,
 	}
 	if r.minGap >= 0 {
 		st.MinGapMs = float64(r.minGap.Microseconds()) / 1000

@@ -21,7 +21,9 @@ type command struct {
 }
 
 var commands = []command{
+	{"demo", "run a whole polite crawl locally (embedded Redis, test sites, several workers) and show what sites saw", runDemo},
 	{"run", "crawl from seed URLs, sharing the crawl and every site's cap with all workers on the same Redis", runCrawl},
+	{"status", "show a crawl's queue and each site's permits", runStatus},
 	{"testserver", "serve many local test sites and measure how politely they are crawled", runTestserver},
 }
 

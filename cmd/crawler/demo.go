@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/polite-crawler/polite/testserver"
+)
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("crawler demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sites := fs.Int("sites", 10, "number of test sites")
+	profile := fs.String("profile", "mixed", "test site preset: "+strings.Join(testserver.PresetNames(), ", "))
+	procs := fs.Int("procs", 3, "crawler worker processes")
+	workers := fs.Int("workers", 4, "concurrent fetches per process")
+	redisURL := fs.String("redis", "", "use this Redis instead of an embedded one (redis://host:port)")
+	semaphore := fs.String("semaphore", "locked", "semaphore mode: locked or atomic")
+	lease := fs.Duration("lease", 2*time.Second, "permit lease (the mixed profile has pages that stream longer)")
+	listen := fs.String("listen", "127.0.0.1:0", "test server dashboard address")
+	limit := fs.Duration("limit", 3*time.Minute, "give up after this long")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: crawler demo [flags]")
+		fmt.Fprintln(stderr, "\nRuns a whole polite crawl on this machine: an embedded Redis, a local test server with many")
+		fmt.Fprintln(stderr, "sites (each with its own address and robots.txt), and several 'crawler run' processes sharing")
+		fmt.Fprintln(stderr, "the crawl. Then prints what each site saw, measured at the server, and exits non-zero if any")
+		fmt.Fprintln(stderr, "site saw more requests at once than its cap, a disallowed request, or a gap under its delay.")
+		fmt.Fprintln(stderr, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErr("%v", err)
+	}
+	switch {
+	case *procs < 1 || *procs > 64:
+		return usageErr("--procs %d: want 1..64", *procs)
+	case *workers < 1 || *workers > 256:
+		return usageErr("--workers %d: want 1..256", *workers)
+	case *semaphore != "locked" && *semaphore != "atomic":
+		return usageErr("--semaphore %q: want locked or atomic", *semaphore)
+	case fs.NArg() > 0:
+		return usageErr("unexpected arguments %q", fs.Args())
+	}
+	ctx, cancel := context.WithTimeout(ctx, *limit)
+	defer cancel()
+
+	if *redisURL == "" {
+		m, stop, err := embeddedRedis()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		*redisURL = "redis://" + m.Addr()
+		fmt.Fprintf(stdout, "demo: embedded Redis (miniredis) at %s\n", m.Addr())
+	}
+	p, err := testserver.Preset(*profile, *sites, 1)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	ts, err := testserver.New(p, testserver.WithControl(*listen))
+	if err != nil {
+		return err
+	}
+	if err := ts.Start(); err != nil {
+		return err
+	}
+	defer ts.Close()
+	var seeds []string
+	for _, s := range ts.Sites() {
+		seeds = append(seeds, s.URL+"/")
+	}
+	fmt.Fprintf(stdout, "demo: %d %s sites on 127.0.0.2 and up; dashboard %s\n", len(seeds), *profile, ts.ControlURL())
+	fmt.Fprintf(stdout, "demo: %d crawler processes x %d workers, %s semaphore, lease %s\n", *procs, *workers, *semaphore, *lease)
+
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	crawlName := fmt.Sprintf("demo-%d", rand.Uint32())
+	start := time.Now()
+	results := make([]error, *procs)
+	logs := make([]bytes.Buffer, *procs)
+	var wg sync.WaitGroup
+	for i := 0; i < *procs; i++ {
+		cmd := exec.CommandContext(ctx, exe, append([]string{"run", "--redis", *redisURL, "--crawl", crawlName,
+			"--workers", strconv.Itoa(*workers), "--lease", lease.String(), "--semaphore", *semaphore,
+			"--timeout", "30s", "--visibility", "1m", "--progress", "1h"}, seeds...)...)
+		cmd.Stdout, cmd.Stderr = &logs[i], &logs[i]
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // let workers give URLs back
+		cmd.WaitDelay = 10 * time.Second
+		wg.Add(1)
+		go func() { defer wg.Done(); results[i] = cmd.Run() }()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }() // ends when the children do
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-finished:
+			break wait
+		case <-tick.C:
+			var reqs, inflight int64
+			for _, s := range ts.Stats().Sites {
+				reqs, inflight = reqs+s.Requests, inflight+int64(s.InFlight)
+			}
+			fmt.Fprintf(stdout, "demo: %4.0fs  %d requests so far, %d in flight\n", time.Since(start).Seconds(), reqs, inflight)
+		}
+	}
+	failed := 0
+	for i, err := range results {
+		if err != nil {
+			failed++
+			fmt.Fprintf(stderr, "demo: worker process %d: %v\n%s", i+1, err, tail(logs[i].String(), 20))
+		}
+	}
+	fmt.Fprintf(stdout, "demo: crawl finished in %.1fs\n\n", time.Since(start).Seconds())
+	bad := writeVerdict(stdout, ts.Stats())
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("gave up after --limit %s", *limit)
+	case failed > 0:
+		return fmt.Errorf("%d of %d worker processes failed", failed, *procs)
+	case bad > 0:
+		return fmt.Errorf("%d site(s) saw impolite behaviour", bad)
+	}
+	fmt.Fprintln(stdout, "\nEvery site saw at most its cap at once, no disallowed request, and its crawl delay kept.")
+	return nil
+}
+
+// embeddedRedis starts miniredis on loopback, with its key TTLs advanced in
+// real time (miniredis only moves time when told).
+func embeddedRedis() (*miniredis.Miniredis, func(), error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, nil, fmt.Errorf("embedded Redis: %w", err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // owned by the returned stop func
+		defer close(done)
+		last := time.Now()
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-t.C:
+				m.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	return m, func() { close(stop); <-done; m.Close() }, nil
+}
+
+// writeVerdict prints what each site saw and returns how many sites saw a
+// violation: more than their cap at once, a disallowed request, or a gap
+// under their crawl delay.
+func writeVerdict(w io.Writer, st testserver.Stats) int {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "site\trobots.txt asks\tcap\tpages\tmax at once\tover cap\tdisallowed\trobots.txt fetches\tmin gap / delay\t")
+	bad := 0
+	for _, s := range st.Sites {
+		gap := "-"
+		if s.MinGapMs >= 0 && s.CrawlDelayMs > 0 {
+			gap = fmt.Sprintf("%.0f / %d ms", s.MinGapMs, s.CrawlDelayMs)
+		}
+		verdict := "ok"
+		if s.MaxInFlight > s.Cap || s.OverCap > 0 || s.DisallowedHits > 0 || (s.CrawlDelayMs > 0 && s.MinGapMs >= 0 && s.MinGapMs < float64(s.CrawlDelayMs)) {
+			verdict, bad = "VIOLATION", bad+1
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Host, s.Rules, s.Cap, s.Pages,
+			s.MaxInFlight, s.OverCap, s.DisallowedHits, s.RobotsFetches, gap, verdict)
+	}
+	tw.Flush()
+	return bad
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
