@@ -174,6 +174,9 @@ func (c *Crawler) work(ctx context.Context, n int) error {
 			return
 		}
 		cur.status, cur.bytes = r.StatusCode, len(r.Body)
+		if r.Headers == nil { // the request failed before any response (colly leaves Headers nil)
+			return
+		}
 		if loc := r.Headers.Get("Location"); r.StatusCode >= 300 && r.StatusCode < 400 && loc != "" {
 			cur.links = append(cur.links, r.Request.AbsoluteURL(loc)) // a redirect is a link
 		}

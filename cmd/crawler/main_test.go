@@ -5,25 +5,42 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
 // build compiles the crawler binary once per test run.
 func build(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "crawler")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "crawler-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "crawler")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return bin
+	return binPath
 }
 
 func TestTestserverCommand(t *testing.T) {
@@ -102,6 +119,14 @@ func TestBadInput(t *testing.T) {
 		{[]string{"testserver", "--bogus"}, 2, "flag provided but not defined"},
 		{[]string{"testserver", "-h"}, 0, "Serves many web sites"},
 		{[]string{"--help"}, 0, "testserver"},
+		{[]string{"run"}, 2, "no seed URLs"},
+		{[]string{"run", "ftp://x.example/"}, 2, `seed "ftp://x.example/"`},
+		{[]string{"run", "--redis", "http://x", "--workers", "0", "--semaphore", "fast", "http://a.example/"}, 2, "--workers: 0"},
+		{[]string{"run", "--redis", "http://x", "http://a.example/"}, 2, "--redis:"},
+		{[]string{"run", "--config", bad, "http://a.example/"}, 2, "config"},
+		{[]string{"run", "--redis", "redis://127.0.0.1:1", "http://a.example/"}, 1, "cannot reach Redis at 127.0.0.1:1"},
+		{[]string{"demo", "--procs", "0"}, 2, "--procs 0"},
+		{[]string{"run", "-h"}, 0, "-max-per-site"},
 	} {
 		cmd := exec.Command(bin, c.args...)
 		out, _ := cmd.CombinedOutput()

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/polite-crawler/polite/testserver"
+)
+
+// fleet starts n `crawler run` processes on one crawl.
+func fleet(t *testing.T, ctx context.Context, n int, redisAddr string, seeds []string, extra ...string) []*exec.Cmd {
+	t.Helper()
+	bin := build(t)
+	var cmds []*exec.Cmd
+	for i := 0; i < n; i++ {
+		args := append([]string{"run", "--redis", "redis://" + redisAddr, "--crawl", t.Name(), "--progress", "1h",
+			"--out", filepath.Join(t.TempDir(), fmt.Sprintf("out%d.jsonl", i))}, extra...)
+		cmd := exec.CommandContext(ctx, bin, append(args, seeds...)...)
+		cmd.Stderr = &strings.Builder{}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	return cmds
+}
+
+func startSites(t *testing.T, preset string, n int) (*testserver.Server, []string) {
+	t.Helper()
+	p, err := testserver.Preset(preset, n, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := testserver.New(p, testserver.WithControl(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ts.Close() })
+	var seeds []string
+	for _, s := range ts.Sites() {
+		seeds = append(seeds, s.URL+"/")
+	}
+	return ts, seeds
+}
+
+// checkPolite asserts at the server that no site saw more than its cap at
+// once, a disallowed request, or a gap under its crawl delay.
+func checkPolite(t *testing.T, ts *testserver.Server) {
+	t.Helper()
+	for i, s := range ts.Stats().Sites {
+		if s.MaxInFlight > s.Cap || s.OverCap > 0 {
+			t.Errorf("site %d (%s): %d at once, %d starts over cap %d", i, s.Rules, s.MaxInFlight, s.OverCap, s.Cap)
+		}
+		if s.DisallowedHits > 0 {
+			t.Errorf("site %d (%s): %d disallowed requests", i, s.Rules, s.DisallowedHits)
+		}
+		if s.CrawlDelayMs > 0 && s.MinGapMs >= 0 && s.MinGapMs < float64(s.CrawlDelayMs) {
+			t.Errorf("site %d (%s): gap %.1f ms under its delay %d ms", i, s.Rules, s.MinGapMs, s.CrawlDelayMs)
+		}
+	}
+}
+
+// checkAllFetched asserts that each site's expected pages, and only those,
+// were answered 200.
+func checkAllFetched(t *testing.T, ts *testserver.Server) {
+	t.Helper()
+	for i, want := range ts.Expected() {
+		got := ts.FetchedOK(i)
+		delete(got, "/robots.txt")
+		for p := range want {
+			if !got[p] {
+				t.Errorf("site %d: %s never fetched", i, p)
+			}
+		}
+		for p := range got {
+			if !want[p] && !strings.HasPrefix(p, "/robots-hop/") {
+				t.Errorf("site %d: %s fetched but not reachable", i, p)
+			}
+		}
+	}
+}
+
+// 4 processes x 8 workers on the mixed profile, with a lease shorter than
+// its slow pages.
+func TestFleetCrawlEndToEnd(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	ts, seeds := startSites(t, "mixed", 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmds := fleet(t, ctx, 4, rs.Addr, seeds, "--workers", "8", "--lease", "1s", "--timeout", "20s", "--visibility", "40s")
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("process %d: %v\n%s", i, err, cmd.Stderr)
+		}
+	}
+	checkPolite(t, ts)
+	checkAllFetched(t, ts)
+	for i, s := range ts.Stats().Sites {
+		if s.RobotsFetches != 1 {
+			t.Errorf("site %d: robots.txt fetched %d times by the fleet", i, s.RobotsFetches)
+		}
+		if s.DuplicateFetches != 0 {
+			t.Errorf("site %d: %d pages fetched twice", i, s.DuplicateFetches)
+		}
+	}
+	// Every fetch is in some process's JSON lines, and the work was shared.
+	lines, workers := 0, map[string]int{}
+	for _, cmd := range cmds {
+		out := cmd.Args[slicesIndex(cmd.Args, "--out")+1]
+		f, err := os.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var r struct {
+				URL       string    `json:"url"`
+				Status    int       `json:"status"`
+				FetchedAt time.Time `json:"fetched_at"`
+				Worker    string    `json:"worker"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil || r.URL == "" || r.Worker == "" || r.FetchedAt.IsZero() {
+				t.Fatalf("bad result line %q: %v", sc.Text(), err)
+			}
+			lines++
+			workers[r.Worker]++
+		}
+		f.Close()
+	}
+	if len(workers) != 4 || lines == 0 {
+		t.Errorf("results from %d processes (%d lines): %v", len(workers), lines, workers)
+	}
+	t.Logf("%d results; per process %v", lines, workers)
+
+	out, err := exec.Command(build(t), "status", "--redis", "redis://"+rs.Addr, "--crawl", t.Name()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "0 queued, 0 in flight") {
+		t.Errorf("crawler status after the crawl: %v\n%s", err, out)
+	}
+}
+
+func slicesIndex(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// A worker killed mid-crawl loses no URL (others fetch its URLs after the
+// visibility timeout); one interrupted stops at once with exit 0, giving its
+// URLs back; the crawl completes and every site stays within its cap.
+func TestKilledAndInterruptedWorkers(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	ts, seeds := startSites(t, "uniform", 8)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmds := fleet(t, ctx, 3, rs.Addr, seeds, "--workers", "8", "--lease", "1s", "--timeout", "2s", "--visibility", "3s")
+	waitRequests := func(n int64) {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			var total int64
+			for _, s := range ts.Stats().Sites {
+				total += s.Requests
+			}
+			if total >= n {
+				return
+			}
+		}
+		t.Fatalf("the crawl never reached %d requests", n)
+	}
+	waitRequests(40)
+	cmds[0].Process.Signal(syscall.SIGKILL)
+	waitRequests(80)
+	start := time.Now()
+	cmds[1].Process.Signal(syscall.SIGINT)
+	if err := cmds[1].Wait(); err != nil {
+		t.Fatalf("interrupted worker: %v\n%s", err, cmds[1].Stderr)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("interrupted worker took %v to stop", took)
+	}
+	if err := cmds[2].Wait(); err != nil {
+		t.Fatalf("surviving worker: %v\n%s", err, cmds[2].Stderr)
+	}
+	cmds[0].Wait()
+	checkPolite(t, ts)
+	checkAllFetched(t, ts)
+}
+
+func TestDemo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, build(t), "demo", "--sites", "6", "--procs", "2", "--workers", "3").CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"embedded Redis", "max at once", "Every site saw at most its cap"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(string(out), " ok\n"); n != 6 {
+		t.Errorf("%d sites ok in the demo's table, want 6:\n%s", n, out)
+	}
+}
