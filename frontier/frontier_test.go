@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var srv *redistest.Server
+var (
+	srv    *redistest.Server
+	crawls atomic.Int64
+)
 
 func TestMain(m *testing.M) {
 	var err error
@@ -32,7 +36,7 @@ func newFrontier(t testing.TB, o Options) *Frontier {
 	t.Helper()
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
-	o.Crawl = strings.ReplaceAll(t.Name(), "/", ".")
+	o.Crawl = fmt.Sprintf("%s.%d", strings.ReplaceAll(t.Name(), "/", "."), crawls.Add(1)) // fresh per run (-count N)
 	return New(rdb, &o)
 }
 

@@ -41,8 +41,14 @@ for _ = 1, 20 do
     if redis.call('LLEN', q) == 0 then
       redis.call('ZREM', KEYS[1], site)
     else
-      -- Behind every site already ready (ties go by name): round robin.
-      redis.call('ZADD', KEYS[1], now + 1, site)
+      -- Behind every site that is ready or was just served, even within the
+      -- same millisecond (ties would go by name): round robin.
+      local at = now + 1
+      local last = redis.call('ZREVRANGEBYSCORE', KEYS[1], now + 1, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      if last[2] and tonumber(last[2]) >= at then
+        at = tonumber(last[2]) + 1
+      end
+      redis.call('ZADD', KEYS[1], at, site)
     end
     local id = tostring(redis.call('HINCRBY', KEYS[4], 'ids', 1))
     redis.call('ZADD', KEYS[2], now + vis, id)
