@@ -24,6 +24,8 @@ import (
 )
 
 var (
+	//go:embed common.lua
+	commonLua string
 	//go:embed next.lua
 	nextLua string
 	//go:embed add.lua
@@ -31,9 +33,9 @@ var (
 	//go:embed settle.lua
 	settleLua string
 
-	nextScript   = redis.NewScript(nextLua)
+	nextScript   = redis.NewScript(commonLua + nextLua)
 	addScript    = redis.NewScript(addLua)
-	settleScript = redis.NewScript(settleLua)
+	settleScript = redis.NewScript(commonLua + settleLua)
 )
 
 var (
@@ -190,8 +192,9 @@ func (e *EmptyError) Error() string {
 	return fmt.Sprintf("frontier: nothing ready (%d queued, %d in flight; retry in %s)", e.Queued, e.InFlight, e.Wait)
 }
 
-// Done settles an item as fetched. It returns ErrLost if the item had been
-// handed to another worker meanwhile.
+// Done settles an item as fetched. Its fetch has given a slot of its site
+// back, so a site that Defer kept out as full takes its turn again at once. It
+// returns ErrLost if the item had been handed to another worker meanwhile.
 func (f *Frontier) Done(ctx context.Context, it Item) error {
 	return f.settle(ctx, it, "done", "", 0, false)
 }

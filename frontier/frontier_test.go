@@ -195,6 +195,56 @@ func TestDeferDoesNotBlockOtherSites(t *testing.T) {
 	}
 }
 
+// A fetch that ends gives its site's slot back: a site deferred as full is
+// ready again at once, not when its deferral runs out. Neither a failure
+// given up by Retry nor another site's Done brings it forward.
+func TestDoneBringsDeferredSiteBack(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{MaxAttempts: 1})
+	f.Add(ctx, 0, "http://full.example/1", "http://full.example/2", "http://full.example/3", "http://other.example/1")
+	var full []Item
+	for len(full) < 3 {
+		it, err := nextSoon(ctx, f, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full = append(full, it)
+		if it.Site != "full.example" {
+			full = full[:len(full)-1]
+			defer f.Done(ctx, it)
+		}
+	}
+	failing, fetching, turnedAway := full[0], full[1], full[2]
+	if err := f.Defer(ctx, turnedAway, 10*time.Second); err != nil { // full: come back in 10 s
+		t.Fatal(err)
+	}
+	stillDeferred := func(after string) {
+		t.Helper()
+		if got, err := f.Next(ctx); !errors.As(err, new(*EmptyError)) {
+			t.Fatalf("after %s the deferred site was handed out: %+v %v", after, got, err)
+		}
+	}
+	stillDeferred("Defer")
+	f.Add(ctx, 0, "http://other.example/2")
+	other, err := nextSoon(ctx, f, time.Second)
+	if err != nil || other.Site != "other.example" {
+		t.Fatalf("other site: %+v %v", other, err)
+	}
+	f.Done(ctx, other)
+	stillDeferred("another site's Done")
+	if again, err := f.Retry(ctx, failing, time.Second); again || err != nil { // MaxAttempts 1: given up
+		t.Fatalf("Retry: %v %v", again, err)
+	}
+	stillDeferred("a failure given up")
+	if err := f.Done(ctx, fetching); err != nil {
+		t.Fatal(err)
+	}
+	got, err := nextSoon(ctx, f, 50*time.Millisecond) // its turn, not its 10 s deferral
+	if err != nil || got.URL != turnedAway.URL {
+		t.Fatalf("after a fetch of its site ended, want %s at once: %+v %v", turnedAway.URL, got, err)
+	}
+}
+
 // A worker that dies holding an item loses it to another after the
 // visibility timeout; nothing is lost.
 func TestVisibilityTimeout(t *testing.T) {

@@ -6,8 +6,7 @@
 -- ARGV[1] prefix of site queue keys (same hash tag)   ARGV[2] visibility ms
 -- ARGV[3] key TTL ms
 -- Returns {1, id, site, item} or {0, queued, in flight, ms until something may be ready (-1: unknown)}.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local vis, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 
 -- Items whose worker went quiet past the visibility timeout go back to the
@@ -41,14 +40,7 @@ for _ = 1, 20 do
     if redis.call('LLEN', q) == 0 then
       redis.call('ZREM', KEYS[1], site)
     else
-      -- Behind every site that is ready or was just served, even within the
-      -- same millisecond (ties would go by name): round robin.
-      local at = now + 1
-      local last = redis.call('ZREVRANGEBYSCORE', KEYS[1], now + 1, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
-      if last[2] and tonumber(last[2]) >= at then
-        at = tonumber(last[2]) + 1
-      end
-      redis.call('ZADD', KEYS[1], at, site)
+      redis.call('ZADD', KEYS[1], back_of_line(KEYS[1], now), site) -- round robin
     end
     local id = tostring(redis.call('HINCRBY', KEYS[4], 'ids', 1))
     redis.call('ZADD', KEYS[2], now + vis, id)
