@@ -1,6 +1,6 @@
 // Package metrics exposes a crawler process's figures to Prometheus:
 // permits held, time waited for permits, permits lost, responses by status,
-// and how robots policies were found.
+// how robots policies were found, and Redis round trips.
 package metrics
 
 import (
@@ -25,6 +25,7 @@ type Metrics struct {
 	waitFails prometheus.Counter
 	lost      prometheus.Counter
 	responses *prometheus.CounterVec
+	rt        *roundTrips
 }
 
 // New registers the crawler's metrics.
@@ -41,8 +42,10 @@ func New() *Metrics {
 			Help: "Permits lost before release (lease ran out unrefreshed)."}),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "polite_fetches_total",
 			Help: "Responses by HTTP status."}, []string{"status"}),
+		rt: &roundTrips{},
 	}
 	m.reg.MustRegister(m.held, m.wait, m.waitFails, m.lost, m.responses)
+	m.registerRoundTrips()
 	return m
 }
 

@@ -131,6 +131,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	lim := limiter.New(rdb, &limiter.Options{Mode: mode, Lease: cfg.Lease, Prefix: cfg.Prefix})
 	defer lim.Close()
 	m := metrics.New()
+	m.CountRoundTrips(rdb)
 	rob := crawl.NewRobotsCache(rdb, lim, cfg.MaxPerSite, robots.CacheOptions{Prefix: cfg.Prefix, UserAgent: cfg.UserAgent,
 		FetchTimeout: cfg.Timeout, Parse: robots.Options{MaxCrawlDelay: cfg.MaxCrawlDelay}}, m)
 	m.Robots(rob)
@@ -167,7 +168,8 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	g.Go(func() error { defer close(done); return c.Run(gctx) })
 	err = g.Wait()
 	p := c.Progress()
-	log.Info("crawl finished", "pages", p.Pages, "skipped", p.Skipped, "failed", p.Failed, "stopped", ctx.Err() != nil)
+	log.Info("crawl finished", "pages", p.Pages, "skipped", p.Skipped, "failed", p.Failed, "stopped", ctx.Err() != nil,
+		"redis_round_trips", m.RoundTrips())
 	return err
 }
 
