@@ -108,7 +108,7 @@ func (l *Limiter) AcquireRule(ctx context.Context, site string, rule Rule) (*Per
 			return nil, err
 		}
 		if o.state == stGranted {
-			return newPermit(l, k, id, rule, o.sent), nil
+			return newPermit(l, k, id, rule, o.sent, o.rank+1 >= rule.Limit), nil
 		}
 		p, err := l.wait(ctx, k, id, rule, o)
 		if errors.Is(err, errPlaceLost) {
@@ -133,7 +133,7 @@ func (l *Limiter) TryAcquireRule(ctx context.Context, site string, rule Rule) (*
 		return nil, err
 	}
 	if o.state == stGranted {
-		return newPermit(l, k, id, rule, o.sent), nil
+		return newPermit(l, k, id, rule, o.sent, o.rank+1 >= rule.Limit), nil
 	}
 	return nil, &BusyError{Site: site, Full: o.rank >= rule.Limit, Wait: o.wait}
 }
@@ -154,7 +154,7 @@ func (l *Limiter) prepare(site string, rule Rule) (keys, Rule, error) {
 // outcome is what one visit to Redis found out about an entry.
 type outcome struct {
 	state int
-	rank  int
+	rank  int           // live entries ahead of ours
 	wait  time.Duration // hint: when to look again
 	sent  time.Time     // worker clock just before the request that decided it
 }

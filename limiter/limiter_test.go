@@ -332,3 +332,49 @@ func TestCloseStopsWaiters(t *testing.T) {
 	}
 	p.Release(ctx)
 }
+
+// A grant says whether it took the site's last free slot: a scheduler's
+// hint to try other sites first.
+func TestTookLastSlot(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := context.Background()
+		l := newLimiter(t, newClient(t), Options{Mode: mode})
+		var ps []*Permit
+		for i, want := range []bool{false, false, true} {
+			p, err := l.TryAcquire(ctx, "a.example", 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.TookLastSlot() != want {
+				t.Fatalf("grant %d of 3: TookLastSlot %v, want %v", i+1, p.TookLastSlot(), want)
+			}
+			ps = append(ps, p)
+		}
+		ps[0].Release(ctx)
+		p, err := l.TryAcquire(ctx, "a.example", 3)
+		if err != nil || !p.TookLastSlot() {
+			t.Fatalf("the slot a release freed was the last: %v %v", p.TookLastSlot(), err)
+		}
+		// A waiter handed a slot by a release finds the site full.
+		got := make(chan *Permit)
+		go func() {
+			p, _ := l.Acquire(ctx, "a.example", 3)
+			got <- p
+		}()
+		waitFor(t, "a waiter in line", func() bool {
+			st, err := l.Status(ctx, "a.example", 3)
+			return err == nil && st.Waiting == 1
+		})
+		ps[1].Release(ctx)
+		if w := <-got; w == nil || !w.TookLastSlot() {
+			t.Fatalf("a waiter's grant: %v", w)
+		}
+		if (*Permit)(nil).TookLastSlot() {
+			t.Fatal("a nil permit took a slot")
+		}
+		one, err := l.TryAcquire(ctx, "b.example", 1)
+		if err != nil || !one.TookLastSlot() {
+			t.Fatalf("limit 1: %v %v", one.TookLastSlot(), err)
+		}
+	})
+}

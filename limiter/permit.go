@@ -22,6 +22,7 @@ type Permit struct {
 	k    keys
 	id   string
 	rule Rule
+	full bool // the grant took the site's last free slot
 
 	ctx  context.Context // cancelled, with cause ErrPermitLost, when the permit is lost
 	lose context.CancelCauseFunc
@@ -34,8 +35,8 @@ type Permit struct {
 	keeperEnd chan struct{}      // closed when that goroutine has returned
 }
 
-func newPermit(l *Limiter, k keys, id string, rule Rule, confirmed time.Time) *Permit {
-	p := &Permit{l: l, k: k, id: id, rule: rule, confirmed: confirmed}
+func newPermit(l *Limiter, k keys, id string, rule Rule, confirmed time.Time, full bool) *Permit {
+	p := &Permit{l: l, k: k, id: id, rule: rule, confirmed: confirmed, full: full}
 	p.ctx, p.lose = context.WithCancelCause(context.Background())
 	p.fence = time.AfterFunc(p.untilFence(), func() { p.lose(ErrPermitLost) })
 	return p
@@ -63,6 +64,14 @@ func (p *Permit) Rule() Rule {
 		return Rule{}
 	}
 	return p.rule
+}
+
+// TookLastSlot reports whether the permit took its site's last free slot
+// when it was granted, so that right then the site was full. Slots may have
+// been released since: it is a hint for a scheduler (try other sites
+// first), never a reason to skip the limiter. False on a nil permit.
+func (p *Permit) TookLastSlot() bool {
+	return p != nil && p.full
 }
 
 // Done is closed when the permit is lost: its lease ran out before a refresh

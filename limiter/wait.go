@@ -52,8 +52,9 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, rule Rule, o outc
 			if g.wait == 0 && g.limit <= rule.Limit {
 				// The releaser saw us among the first g.limit places, after
 				// dropping expired entries; ranks only fall, so the permit
-				// is ours, valid from our last confirmed heartbeat.
-				return newPermit(l, k, id, rule, beat), nil
+				// is ours, valid from our last confirmed heartbeat. We
+				// waited, so the site was full and still is.
+				return newPermit(l, k, id, rule, beat, true), nil
 			}
 			hint = max(g.wait, time.Millisecond) // crawl delay, or another limit: check then
 			continue
@@ -69,7 +70,7 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, rule Rule, o outc
 		}
 		switch o.state {
 		case stGranted:
-			return newPermit(l, k, id, rule, o.sent), nil
+			return newPermit(l, k, id, rule, o.sent, o.rank+1 >= rule.Limit), nil
 		case stLost:
 			return nil, errPlaceLost
 		}
