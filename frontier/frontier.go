@@ -32,10 +32,13 @@ var (
 	addLua string
 	//go:embed settle.lua
 	settleLua string
+	//go:embed hold.lua
+	holdLua string
 
 	nextScript   = redis.NewScript(commonLua + nextLua)
 	addScript    = redis.NewScript(addLua)
 	settleScript = redis.NewScript(commonLua + settleLua)
+	holdScript   = redis.NewScript(commonLua + holdLua)
 )
 
 var (
@@ -124,8 +127,18 @@ func (f *Frontier) Options() Options { return f.o }
 // MaxPages, already seen, or not http(s) are dropped. It returns how many
 // were admitted.
 func (f *Frontier) Add(ctx context.Context, depth int, urls ...string) (int, error) {
-	if f.o.MaxDepth > 0 && depth > f.o.MaxDepth {
+	c := f.addCall(depth, urls)
+	if c == nil {
 		return 0, nil
+	}
+	c.run(ctx, f.rdb)
+	return c.added()
+}
+
+// addCall is Add's script call, or nil when there is nothing to admit.
+func (f *Frontier) addCall(depth int, urls []string) *call {
+	if f.o.MaxDepth > 0 && depth > f.o.MaxDepth {
+		return nil
 	}
 	args := []any{f.k.queue, f.o.MaxPages, f.o.TTL.Milliseconds()}
 	for _, raw := range urls {
@@ -137,9 +150,13 @@ func (f *Frontier) Add(ctx context.Context, depth int, urls ...string) (int, err
 		args = append(args, norm, site, item)
 	}
 	if len(args) == 3 {
-		return 0, nil
+		return nil
 	}
-	n, err := addScript.Run(ctx, f.rdb, []string{f.k.ready, f.k.seen, f.k.counts}, args...).Int()
+	return &call{script: addScript, keys: []string{f.k.ready, f.k.seen, f.k.counts}, args: args}
+}
+
+func (c *call) added() (int, error) {
+	n, err := c.cmd.Int()
 	if err != nil {
 		return 0, fmt.Errorf("frontier: add: %w", err)
 	}
@@ -151,8 +168,18 @@ func (f *Frontier) Add(ctx context.Context, depth int, urls ...string) (int, err
 // something may be (a deferred site comes back, or an item in flight could
 // be handed out again).
 func (f *Frontier) Next(ctx context.Context) (Item, error) {
-	v, err := nextScript.Run(ctx, f.rdb, []string{f.k.ready, f.k.inflight, f.k.items, f.k.counts},
-		f.k.queue, f.o.Visibility.Milliseconds(), f.o.TTL.Milliseconds()).Slice()
+	c := f.nextCall()
+	c.run(ctx, f.rdb)
+	return c.next()
+}
+
+func (f *Frontier) nextCall() *call {
+	return &call{script: nextScript, keys: []string{f.k.ready, f.k.inflight, f.k.items, f.k.counts},
+		args: []any{f.k.queue, f.o.Visibility.Milliseconds(), f.o.TTL.Milliseconds()}}
+}
+
+func (c *call) next() (Item, error) {
+	v, err := c.cmd.Slice()
 	if err != nil {
 		return Item{}, fmt.Errorf("frontier: next: %w", err)
 	}
@@ -216,6 +243,18 @@ func (f *Frontier) Defer(ctx context.Context, it Item, delay time.Duration) erro
 	return f.settle(ctx, it, "head", "", delay, false)
 }
 
+// Hold keeps site out of Next for up to d, because its slots are all taken
+// (limiter.Permit.TookLastSlot): workers then try other sites rather than
+// find it full. The first Done of one of its items brings it back. Hold
+// only ever makes a site wait longer, and does nothing to a site with no
+// URLs queued.
+func (f *Frontier) Hold(ctx context.Context, site string, d time.Duration) error {
+	if err := holdScript.Run(ctx, f.rdb, []string{f.k.ready}, site, d.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("frontier: hold %s: %w", site, err)
+	}
+	return nil
+}
+
 // Release gives an item back untouched, for another worker to take at once
 // (a worker shutting down).
 func (f *Frontier) Release(ctx context.Context, it Item) error {
@@ -223,12 +262,22 @@ func (f *Frontier) Release(ctx context.Context, it Item) error {
 }
 
 func (f *Frontier) settle(ctx context.Context, it Item, how, item string, delay time.Duration, failed bool) error {
+	c := f.settleCall(it, how, item, delay, failed)
+	c.run(ctx, f.rdb)
+	return c.settled(it, how)
+}
+
+func (f *Frontier) settleCall(it Item, how, item string, delay time.Duration, failed bool) *call {
 	fl := "0"
 	if failed {
 		fl = "1"
 	}
-	n, err := settleScript.Run(ctx, f.rdb, []string{f.k.ready, f.k.inflight, f.k.items, f.k.counts},
-		f.k.queue, it.ID, how, item, delay.Milliseconds(), fl, f.o.TTL.Milliseconds()).Int()
+	return &call{script: settleScript, keys: []string{f.k.ready, f.k.inflight, f.k.items, f.k.counts},
+		args: []any{f.k.queue, it.ID, how, item, delay.Milliseconds(), fl, f.o.TTL.Milliseconds()}}
+}
+
+func (c *call) settled(it Item, how string) error {
+	n, err := c.cmd.Int()
 	if err != nil {
 		return fmt.Errorf("frontier: %s %s: %w", how, it.URL, err)
 	}

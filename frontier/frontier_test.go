@@ -367,3 +367,76 @@ func TestOnMiniredis(t *testing.T) {
 		t.Fatalf("on miniredis: %v", got)
 	}
 }
+
+// DoneNext is Add, Done and Next in one round trip, each run once, also
+// when Redis has lost the scripts (restart, SCRIPT FLUSH).
+func TestDoneNext(t *testing.T) {
+	for _, flush := range []bool{false, true} {
+		t.Run(fmt.Sprintf("flushed=%v", flush), func(t *testing.T) {
+			ctx := ctxT(t)
+			f := newFrontier(t, Options{})
+			f.Add(ctx, 0, "http://a.example/1", "http://a.example/2")
+			it, err := f.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if flush {
+				if err := f.rdb.ScriptFlush(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			next, settled, err := f.DoneNext(ctx, it, []string{"http://a.example/3", "http://a.example/1", "mailto:x@a.example"})
+			if err != nil && !errors.As(err, new(*EmptyError)) || settled != nil {
+				t.Fatalf("DoneNext: next %+v, settled %v, err %v", next, settled, err)
+			}
+			if err != nil { // the same millisecond as the last Next: the site's turn is 1 ms away
+				next, err = nextSoon(ctx, f, 50*time.Millisecond)
+			}
+			if err != nil || next.URL != "http://a.example/2" {
+				t.Fatalf("next: %+v %v", next, err)
+			}
+			st, _ := f.Stats(ctx)
+			if st.Done != 1 || st.Admitted != 3 || st.Queued != 1 || st.InFlight != 1 {
+				t.Fatalf("stats %+v: want 1 done, 3 admitted (one link new), 1 queued, 1 in flight", st)
+			}
+			_, settled, err = f.DoneNext(ctx, it, nil) // settled already
+			if !errors.Is(settled, ErrLost) {
+				t.Fatalf("settling an item twice: %v", settled)
+			}
+			if err != nil && !errors.As(err, new(*EmptyError)) {
+				t.Fatalf("next after a lost item: %v", err)
+			}
+		})
+	}
+}
+
+// Hold keeps a full site out of Next until one of its fetches ends; it never
+// adds a site with nothing queued, nor brings one forward.
+func TestHold(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	f.Add(ctx, 0, "http://full.example/1", "http://full.example/2", "http://full.example/3")
+	holding, _ := f.Next(ctx)
+	if err := f.Hold(ctx, "full.example", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := nextSoon(ctx, f, 50*time.Millisecond); !errors.As(err, new(*EmptyError)) {
+		t.Fatalf("a held site was handed out: %+v %v", got, err)
+	}
+	if err := f.Hold(ctx, "full.example", time.Millisecond); err != nil { // never shorter
+		t.Fatal(err)
+	}
+	if got, err := nextSoon(ctx, f, 50*time.Millisecond); !errors.As(err, new(*EmptyError)) {
+		t.Fatalf("a shorter Hold brought the site forward: %+v %v", got, err)
+	}
+	if err := f.Hold(ctx, "idle.example", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := f.rdb.ZScore(ctx, f.k.ready, "idle.example").Result(); n != 0 {
+		t.Fatal("Hold added a site with nothing queued")
+	}
+	f.Done(ctx, holding)
+	if got, err := nextSoon(ctx, f, 50*time.Millisecond); err != nil || got.Site != "full.example" {
+		t.Fatalf("after a fetch ended: %+v %v", got, err)
+	}
+}
