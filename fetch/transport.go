@@ -86,24 +86,48 @@ func (t *Transport) Handover(p *limiter.Permit) {
 
 // TryHandover prepares a request to u without waiting: it checks robots.txt
 // (a *DisallowedError if u is closed), then tries to take the site's permit
-// and hand it over (see Handover). If the site is full it returns
-// limiter.ErrBusy (a *limiter.BusyError with a wait hint): the caller should
-// do other work and come back.
-func (t *Transport) TryHandover(ctx context.Context, u *url.URL) error {
+// and hand it over (see Handover). lastSlot reports whether that permit took
+// the site's last free slot (limiter.Permit.TookLastSlot). If the site is
+// full it returns limiter.ErrBusy (a *limiter.BusyError with a wait hint):
+// the caller should do other work and come back.
+func (t *Transport) TryHandover(ctx context.Context, u *url.URL) (lastSlot bool, err error) {
+	return t.handover(ctx, u, t.Limiter.TryAcquireRule)
+}
+
+// WaitHandover is TryHandover that waits, in the site's fair line, up to
+// maxWait for a permit: a released slot is handed to the first in line at
+// once, with no polling. When maxWait runs out first it returns a
+// *limiter.BusyError (Full) and leaves nothing in the line. Wait only when
+// there is no other work: the wait holds this worker, not the site.
+func (t *Transport) WaitHandover(ctx context.Context, u *url.URL, maxWait time.Duration) (lastSlot bool, err error) {
+	return t.handover(ctx, u, func(ctx context.Context, site string, rule limiter.Rule) (*limiter.Permit, error) {
+		wctx, cancel := context.WithTimeout(ctx, maxWait)
+		defer cancel()
+		start := time.Now()
+		p, err := t.Limiter.AcquireRule(wctx, site, rule)
+		t.observe(func(o Observer) { o.PermitWait(site, time.Since(start), err) })
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, &limiter.BusyError{Site: site, Full: true}
+		}
+		return p, err
+	})
+}
+
+func (t *Transport) handover(ctx context.Context, u *url.URL, acquire func(context.Context, string, limiter.Rule) (*limiter.Permit, error)) (bool, error) {
 	pol, rule, err := t.Rule(ctx, &http.Request{URL: u})
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !pol.Allowed(u.RequestURI()) {
-		return &DisallowedError{URL: u.String()}
+		return false, &DisallowedError{URL: u.String()}
 	}
-	p, err := t.Limiter.TryAcquireRule(ctx, robots.Site(u), rule)
+	p, err := acquire(ctx, robots.Site(u), rule)
 	if err != nil {
-		return err
+		return false, err
 	}
 	t.observe(func(o Observer) { o.PermitHeld(1) })
 	t.Handover(p)
-	return nil
+	return p.TookLastSlot(), nil
 }
 
 // Reclaim releases a handed-over permit that no request took.

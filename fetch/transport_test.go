@@ -179,14 +179,14 @@ func TestTryHandover(t *testing.T) {
 	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{Concurrency: 1, Disallow: []string{"/private/"}}})
 	ctx := context.Background()
 	u := mustURL(t, ts.Sites()[0].URL+"/p/1")
-	if err := tr.TryHandover(ctx, mustURL(t, ts.Sites()[0].URL+"/private/1")); !errors.Is(err, ErrDisallowed) {
+	if _, err := tr.TryHandover(ctx, mustURL(t, ts.Sites()[0].URL+"/private/1")); !errors.Is(err, ErrDisallowed) {
 		t.Fatalf("disallowed: %v", err)
 	}
-	if err := tr.TryHandover(ctx, u); err != nil {
-		t.Fatal(err)
+	if last, err := tr.TryHandover(ctx, u); err != nil || !last {
+		t.Fatalf("the one slot of a Concurrency: 1 site: last slot %v, %v", last, err)
 	}
 	other := &Transport{Limiter: tr.Limiter, Robots: tr.Robots, Cap: 3}
-	if err := other.TryHandover(ctx, u); !errors.Is(err, limiter.ErrBusy) {
+	if _, err := other.TryHandover(ctx, u); !errors.Is(err, limiter.ErrBusy) {
 		t.Fatalf("second worker on a cap-1 site: %v", err)
 	}
 	// The handed-over permit serves the request; nothing is left to reclaim.
@@ -194,10 +194,55 @@ func TestTryHandover(t *testing.T) {
 		t.Fatal(code, err)
 	}
 	tr.Reclaim(ctx)
-	if err := other.TryHandover(ctx, u); err != nil {
+	if _, err := other.TryHandover(ctx, u); err != nil {
 		t.Fatalf("after the request: %v", err)
 	}
 	other.Reclaim(ctx) // unused: released
+}
+
+// WaitHandover waits in the site's line: it gives up after maxWait leaving
+// nothing behind, and takes a released slot at once.
+func TestWaitHandover(t *testing.T) {
+	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{Concurrency: 1}})
+	ctx := context.Background()
+	u := mustURL(t, ts.Sites()[0].URL+"/p/1")
+	if _, err := tr.TryHandover(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	other := &Transport{Limiter: tr.Limiter, Robots: tr.Robots, Cap: 3}
+	start := time.Now()
+	_, err := other.WaitHandover(ctx, u, 100*time.Millisecond)
+	var busy *limiter.BusyError
+	if !errors.As(err, &busy) || !busy.Full || time.Since(start) < 100*time.Millisecond {
+		t.Fatalf("a full site after 100 ms: %v (after %s)", err, time.Since(start))
+	}
+	site := robots.Site(u)
+	if st, err := tr.Limiter.Status(ctx, site, 1); err != nil || st.Waiting != 0 || st.Holders != 1 {
+		t.Fatalf("after giving up: %+v %v, want the holder alone", st, err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		last, err := other.WaitHandover(ctx, u, time.Minute)
+		if err == nil && !last {
+			err = errors.New("the one slot of a Concurrency: 1 site was not the last")
+		}
+		got <- err
+	}()
+	for st, _ := tr.Limiter.Status(ctx, site, 1); st.Waiting != 1; st, _ = tr.Limiter.Status(ctx, site, 1) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code, err := get(&http.Client{Transport: tr}, u.String()); err != nil || code != 200 { // uses and releases the slot
+		t.Fatal(code, err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter was not handed the released slot")
+	}
+	other.Reclaim(ctx)
 	if st, _ := tr.Limiter.Status(ctx, robots.Site(u), 1); st.Holders != 0 {
 		t.Fatalf("permits left: %+v", st)
 	}
