@@ -193,8 +193,15 @@ func (c *Crawler) work(ctx context.Context, n int) error {
 		}
 	})
 	idle := 0
+	var taken *turn // Next's answer, when the last fetch took it (frontier.DoneNext)
 	for {
-		it, err := c.fr.Next(ctx)
+		var it frontier.Item
+		var err error
+		if taken != nil {
+			it, err, taken = taken.it, taken.err, nil
+		} else {
+			it, err = c.fr.Next(ctx)
+		}
 		var empty *frontier.EmptyError
 		switch {
 		case ctx.Err() != nil:
@@ -216,19 +223,41 @@ func (c *Crawler) work(ctx context.Context, n int) error {
 		}
 		idle = 0
 		cur.status, cur.bytes, cur.links = 0, 0, cur.links[:0]
-		c.fetchOne(ctx, tr, col, it, &cur.status, &cur.bytes, &cur.links)
+		taken = c.fetchOne(ctx, tr, col, it, &cur.status, &cur.bytes, &cur.links)
 	}
 }
 
-// fetchOne fetches one item and settles it in the frontier.
-func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.Collector, it frontier.Item, status, size *int, links *[]string) {
+// turn is Next's answer.
+type turn struct {
+	it  frontier.Item
+	err error
+}
+
+// fetchOne fetches one item and settles it in the frontier. After a fetch
+// it takes the next item in the same round trip and returns Next's answer;
+// otherwise nil.
+func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.Collector, it frontier.Item, status, size *int, links *[]string) *turn {
 	u, err := url.Parse(it.URL)
 	if err != nil {
 		c.settle(ctx, it, c.fr.Done(ctx, it))
-		return
+		return nil
 	}
-	err = tr.TryHandover(ctx, u)
+	lastSlot, err := tr.TryHandover(ctx, u)
 	var busy *limiter.BusyError
+	if errors.As(err, &busy) && busy.Full {
+		// Full. Other work first: a worker never sits on a full site
+		// while another site is ready.
+		other, oerr := c.fr.Next(ctx)
+		if oerr == nil {
+			c.settle(ctx, it, c.fr.Defer(ctx, it, fullSiteRecheck+rand.N(fullSiteRecheck/4)))
+			return &turn{other, nil}
+		}
+		if errors.As(oerr, new(*frontier.EmptyError)) {
+			// Nothing else is ready: wait in the site's fair line, where a
+			// released slot is handed over at once, instead of polling.
+			lastSlot, err = tr.WaitHandover(ctx, u, fullSiteRecheck)
+		}
+	}
 	switch {
 	case errors.As(err, &busy):
 		// A crawl delay's end is known exactly. A full site is brought back
@@ -240,16 +269,23 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 			wait = min(wait, fullSiteRecheck+rand.N(fullSiteRecheck/4))
 		}
 		c.settle(ctx, it, c.fr.Defer(ctx, it, min(max(wait, time.Millisecond), 2*time.Second)))
-		return
+		return nil
 	case errors.Is(err, fetch.ErrDisallowed):
 		c.skipped.Add(1)
 		c.record(it, 0, 0, err)
 		c.settle(ctx, it, c.fr.Done(ctx, it))
-		return
+		return nil
 	case err != nil:
 		c.giveBack(it)
 		sleep(ctx, 200*time.Millisecond)
-		return
+		return nil
+	}
+	if lastSlot {
+		// The site is full now: let other workers try other sites rather
+		// than find it so. The first fetch of it that ends brings it back.
+		if err := c.fr.Hold(ctx, it.Site, fullSiteRecheck); err != nil && ctx.Err() == nil {
+			c.o.Log.Warn("frontier", "site", it.Site, "err", err)
+		}
 	}
 	c.inflight.Add(1)
 	err = col.Request(http.MethodGet, it.URL, nil, nil, nil)
@@ -257,7 +293,7 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 	tr.Reclaim(context.WithoutCancel(ctx))
 	if ctx.Err() != nil {
 		c.giveBack(it) // stopping: leave the URL to the others
-		return
+		return nil
 	}
 	c.record(it, *status, *size, err)
 	switch {
@@ -265,8 +301,9 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 		if err == nil {
 			c.pages.Add(1)
 		}
-		c.queueLinks(ctx, it, *links)
-		c.settle(ctx, it, c.fr.Done(ctx, it))
+		next, settled, err := c.fr.DoneNext(ctx, it, c.inScope(*links))
+		c.settle(ctx, it, settled)
+		return &turn{next, err}
 	case errors.Is(err, fetch.ErrDisallowed) || (*status >= 400 && *status < 500 && *status != http.StatusTooManyRequests):
 		c.skipped.Add(1)
 		c.settle(ctx, it, c.fr.Done(ctx, it))
@@ -278,22 +315,20 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 		}
 		c.settle(ctx, it, serr)
 	}
+	return nil
 }
 
-func (c *Crawler) queueLinks(ctx context.Context, it frontier.Item, links []string) {
+// inScope keeps the links to the seeds' sites.
+func (c *Crawler) inScope(links []string) []string {
 	var in []string
 	c.scopeMu.RLock()
+	defer c.scopeMu.RUnlock()
 	for _, l := range links {
 		if _, site, err := frontier.Normalize(l); err == nil && c.scope[site] {
 			in = append(in, l)
 		}
 	}
-	c.scopeMu.RUnlock()
-	if len(in) > 0 {
-		if _, err := c.fr.Add(ctx, it.Depth+1, in...); err != nil {
-			c.o.Log.Warn("queueing links failed", "url", it.URL, "err", err)
-		}
-	}
+	return in
 }
 
 func (c *Crawler) settle(ctx context.Context, it frontier.Item, err error) {
