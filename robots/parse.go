@@ -168,9 +168,10 @@ func splitLine(line string) (key, val string, ok bool) {
 	return key, strings.TrimSpace(v), true
 }
 
-// productToken cuts a User-Agent string to its product token ("PoliteBot/1.0
-// (+url)" → "politebot"), lower-case.
-func productToken(ua string) string {
+// ProductToken cuts a User-Agent string to its product token ("PoliteBot/1.0
+// (+url)" → "politebot"), lower-case: the name robots.txt groups are
+// matched against. An empty or unnamed agent is "*".
+func ProductToken(ua string) string {
 	ua = strings.TrimSpace(ua)
 	if ua == "*" {
 		return "*"

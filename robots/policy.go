@@ -128,7 +128,7 @@ func (o Options) Parse(status int, body []byte, agent string) Policy {
 	p := Policy{Status: status}
 	switch {
 	case status >= 200 && status < 300:
-		parseBody(&p, body, productToken(agent), o.maxDelay())
+		parseBody(&p, body, ProductToken(agent), o.maxDelay())
 	case status == http.StatusTooManyRequests || status >= 500 || status < 100:
 		p.DisallowAll = true
 	default:
