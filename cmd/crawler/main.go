@@ -18,13 +18,17 @@ import (
 type command struct {
 	name, summary string
 	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	hidden        bool // a worker process of another command
 }
 
 var commands = []command{
-	{"demo", "run a whole polite crawl locally (embedded Redis, test sites, several workers) and show what sites saw", runDemo},
-	{"run", "crawl from seed URLs, sharing the crawl and every site's cap with all workers on the same Redis", runCrawl},
-	{"status", "show a crawl's queue and each site's permits", runStatus},
-	{"testserver", "serve many local test sites and measure how politely they are crawled", runTestserver},
+	{name: "demo", summary: "run a whole polite crawl locally (embedded Redis, test sites, several workers) and show what sites saw", run: runDemo},
+	{name: "run", summary: "crawl from seed URLs, sharing the crawl and every site's cap with all workers on the same Redis", run: runCrawl},
+	{name: "status", summary: "show a crawl's queue and each site's permits", run: runStatus},
+	{name: "bench", summary: "measure the limiter and the crawler against their limits and against peers; write BENCHMARKS.md", run: runBench},
+	{name: "bench-worker", run: runBenchWorker, hidden: true},
+	{name: "bench-colly", run: runBenchColly, hidden: true},
+	{name: "testserver", summary: "serve many local test sites and measure how politely they are crawled", run: runTestserver},
 }
 
 // errUsage marks a usage error: the message is printed and the exit code is 2.
@@ -68,7 +72,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "crawler: a crawler whose workers, on any number of hosts, share one per-site politeness cap in Redis.")
 	fmt.Fprintln(w, "\nUsage: crawler COMMAND [flags]\n\nCommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+		}
 	}
 	fmt.Fprintln(w, "\nRun 'crawler COMMAND -h' for a command's flags.")
 }

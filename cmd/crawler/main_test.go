@@ -127,6 +127,10 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--redis", "redis://127.0.0.1:1", "http://a.example/"}, 1, "cannot reach Redis at 127.0.0.1:1"},
 		{[]string{"demo", "--procs", "0"}, 2, "--procs 0"},
 		{[]string{"run", "-h"}, 0, "-max-per-site"},
+		{[]string{"bench", "--only", "limiter,nope"}, 2, `unknown section "nope"`},
+		{[]string{"bench", "extra"}, 2, "unexpected arguments: extra"},
+		{[]string{"bench", "-h"}, 0, "BENCHMARKS.md"},
+		{[]string{"--help"}, 0, "bench"},
 	} {
 		cmd := exec.Command(bin, c.args...)
 		out, _ := cmd.CombinedOutput()

@@ -1,0 +1,170 @@
+package bench
+
+import (
+	"encoding/xml"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestJain(t *testing.T) {
+	for _, c := range []struct {
+		xs   []int64
+		want float64
+	}{
+		{[]int64{5, 5, 5, 5}, 1},
+		{[]int64{8, 0, 0, 0}, 0.25}, // one of four got everything: 1/n
+		{[]int64{3, 1}, 0.8},        // 16 / (2 × 10)
+		{nil, 0},
+	} {
+		if got := jain(c.xs); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("jain(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+}
+
+func TestPct(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	if p := pct(ds, 50); p != 51*time.Millisecond {
+		t.Errorf("p50 = %v", p)
+	}
+	if p := pct(ds, 99); p != 100*time.Millisecond {
+		t.Errorf("p99 = %v", p)
+	}
+	if ds[0] != 100*time.Millisecond {
+		t.Error("pct sorted its input in place")
+	}
+}
+
+// The round trips come from the crawler's own "crawl finished" record; the
+// last lines are kept for error messages.
+func TestScanLog(t *testing.T) {
+	log := strings.Join([]string{
+		`{"level":"INFO","msg":"crawl started","workers":8}`,
+		`not json at all`,
+		`{"level":"INFO","msg":"crawl finished","pages":10,"redis_round_trips":123}`,
+		`a`, `b`, `c`, `d`,
+	}, "\n")
+	trips, tail := scanLog(strings.NewReader(log))
+	if trips != 123 {
+		t.Errorf("round trips %d, want 123", trips)
+	}
+	if len(tail) != 5 || tail[4] != "d" {
+		t.Errorf("tail %q", tail)
+	}
+}
+
+func TestBusySince(t *testing.T) {
+	t0, t1 := cpuTimes{busy: 100, total: 400}, cpuTimes{busy: 160, total: 480}
+	if got := t1.busySince(t0); math.Abs(got-0.75) > 1e-9 {
+		t.Errorf("busy %v, want 0.75", got)
+	}
+	if got := t0.busySince(t0); got != 0 {
+		t.Errorf("no time passed: %v", got)
+	}
+	if m := machineCPU(); m.total <= 0 || m.busy > m.total {
+		t.Errorf("/proc/stat read as %+v", m)
+	}
+}
+
+// Only our own limiter's figures decide safety: the book's unlocked
+// semaphore and colly in several processes are there to exceed the cap.
+func TestSafetyHeld(t *testing.T) {
+	ok := func() *Report {
+		return &Report{
+			HotSpec: HotSiteSpec{Limit: 3},
+			HotSite: []HandoffRow{{Alg: AlgLocked, MaxAtOnce: 3}, {Alg: AlgAtomic, MaxAtOnce: 3}, {Alg: AlgBookFair, MaxAtOnce: 9, OverCapStart: 40}},
+			Crawl:   []CrawlRow{{Name: "polite, 1 process(es)", Cap: 3, MaxAtOnce: 3}, {Name: "colly alone, 4 process(es)", Cap: 3, MaxAtOnce: 12, OverCap: 99}},
+			Scale:   []ScaleRow{{"sites", CrawlRow{Name: "10 sites", Cap: 3, MaxAtOnce: 3}}},
+		}
+	}
+	if !ok().SafetyHeld() {
+		t.Fatal("a safe run reported unsafe")
+	}
+	for name, spoil := range map[string]func(r *Report){
+		"hot site over cap":    func(r *Report) { r.HotSite[1].MaxAtOnce = 4 },
+		"hot site start over":  func(r *Report) { r.HotSite[0].OverCapStart = 1 },
+		"crawl over cap":       func(r *Report) { r.Crawl[0].OverCap = 1 },
+		"crawl disallowed":     func(r *Report) { r.Crawl[0].Disallowed = 1 },
+		"scale crawl too many": func(r *Report) { r.Scale[0].MaxAtOnce = 4 },
+	} {
+		r := ok()
+		spoil(r)
+		if r.SafetyHeld() {
+			t.Errorf("%s: reported safe", name)
+		}
+	}
+}
+
+// The report is Markdown with a section per part that ran, and its charts
+// are well-formed SVG.
+func TestReportWrite(t *testing.T) {
+	r := &Report{
+		Started: time.Now(), Took: time.Minute, Command: "crawler bench", Machine: map[string]string{"cores": "2"},
+		Uncontended: []LatencyRow{{Alg: AlgAtomic, P50: 140 * time.Microsecond, TwoPingP50: 100 * time.Microsecond, Ratio: 1.4, RoundTrips: 2}},
+		Throughput:  []ThroughputRow{{Alg: AlgPing, PerSec: 50000}, {Alg: AlgAtomic, PerSec: 17000, VsBook: 2.8}, {Alg: AlgBookLocked, PerSec: 6000, VsBook: 1}},
+		HotSpec:     HotSiteSpec{Procs: 4, WaitersPerProc: 8, Limit: 3, Hold: 2 * time.Millisecond, Duration: time.Second},
+		HotSite:     []HandoffRow{{Alg: AlgBookFair, MaxAtOnce: 9, PctOfHolds: 75}},
+		Footprint:   &Footprint{BytesPerActiveSite: 500},
+		CrawlSpec:   CrawlSpec{Sites: 20, Pages: 10, Latency: 50 * time.Millisecond},
+		Crawl:       []CrawlRow{{Name: "polite, 1 process(es)", Cap: 3, Util: 0.9}, {Name: "colly <alone> & co", Cap: 3}},
+		Scale:       []ScaleRow{{"sites", CrawlRow{Name: "10 sites, 1 × 32 workers", RoundTrips: 8}}},
+	}
+	dir := t.TempDir()
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "BENCHMARKS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Limiter: uncontended", "## Limiter: throughput", "## Limiter: hand-off", "## Limiter: Redis footprint",
+		"## Crawl: utilisation", "## Crawl: how cost grows", "| polite, 1 process(es) |", "9 ⚠", "**90%**"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("BENCHMARKS.md lacks %q", want)
+		}
+	}
+	svgs, _ := filepath.Glob(filepath.Join(dir, ChartsDir, "*.svg"))
+	if len(svgs) != 5 {
+		t.Fatalf("%d charts: %v", len(svgs), svgs)
+	}
+	for _, f := range svgs {
+		if !strings.Contains(string(md), ChartsDir+"/"+filepath.Base(f)) {
+			t.Errorf("BENCHMARKS.md does not show %s", filepath.Base(f))
+		}
+		b, _ := os.ReadFile(f)
+		if err := wellFormed(b); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+
+	// A run of one section reports that section alone.
+	part := &Report{Started: time.Now(), Command: "crawler bench --only hotsite", HotSpec: r.HotSpec, HotSite: r.HotSite}
+	dir = t.TempDir()
+	if err := part.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	md, _ = os.ReadFile(filepath.Join(dir, "BENCHMARKS.md"))
+	if strings.Contains(string(md), "## Crawl") || !strings.Contains(string(md), "## Limiter: hand-off") {
+		t.Errorf("--only hotsite report:\n%s", md)
+	}
+}
+
+func wellFormed(b []byte) error {
+	d := xml.NewDecoder(strings.NewReader(string(b)))
+	for {
+		if _, err := d.Token(); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+}

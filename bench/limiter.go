@@ -1,0 +1,272 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/polite-crawler/polite/limiter"
+	"github.com/polite-crawler/polite/metrics"
+	"github.com/redis/go-redis/v9"
+)
+
+// LatencyRow is one algorithm's uncontended acquire+release.
+type LatencyRow struct {
+	Alg        string
+	P50, P99   time.Duration
+	TwoPingP50 time.Duration // two PINGs, measured interleaved with the pairs
+	Ratio      float64       // P50 / TwoPingP50
+	RoundTrips float64       // per pair, counted at the client
+	Commands   float64       // commands Redis ran per pair, those inside scripts included (INFO commandstats)
+}
+
+// Uncontended measures n acquire+release pairs per algorithm on one site,
+// each after two PINGs on the same connection pool, and what a pair costs
+// in round trips and in commands Redis runs.
+func Uncontended(ctx context.Context, addr string, n int) ([]LatencyRow, error) {
+	var rows []LatencyRow
+	for _, alg := range Algorithms {
+		row, err := uncontended(ctx, addr, alg, "bench:u:"+strconv.Itoa(len(rows)), n)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %s: %w", alg, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func uncontended(ctx context.Context, addr, alg, prefix string, n int) (LatencyRow, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	h, err := newHolder(rdb, alg, prefix, 3)
+	if err != nil {
+		return LatencyRow{}, err
+	}
+	defer h.close()
+	pair := func() error {
+		rel, err := h.acquire(ctx, "solo.example")
+		if err != nil {
+			return err
+		}
+		rel()
+		return nil
+	}
+	for i := 0; i < max(n/10, 10); i++ { // warm up: scripts loaded, connections open
+		if err := pair(); err != nil {
+			return LatencyRow{}, err
+		}
+	}
+	ops, pings := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	m := metrics.New()
+	m.CountRoundTrips(rdb)
+	var pingTrips int64
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		return LatencyRow{}, err
+	}
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		rdb.Ping(ctx)
+		rdb.Ping(ctx)
+		t1 := time.Now()
+		if err := pair(); err != nil {
+			return LatencyRow{}, err
+		}
+		ops, pings = append(ops, time.Since(t1)), append(pings, t1.Sub(t0))
+		pingTrips += 2
+	}
+	calls, err := commandCalls(ctx, rdb)
+	if err != nil {
+		return LatencyRow{}, err
+	}
+	row := LatencyRow{Alg: alg, P50: pct(ops, 50), P99: pct(ops, 99), TwoPingP50: pct(pings, 50)}
+	row.Ratio = float64(row.P50) / float64(row.TwoPingP50)
+	row.RoundTrips = float64(m.RoundTrips()-pingTrips-1) / float64(n) // less the PINGs and CONFIG RESETSTAT
+	row.Commands = (calls - float64(2*n) - 1) / float64(n)            // likewise
+	return row, nil
+}
+
+// commandCalls is how many commands Redis has run since its stats were
+// reset (INFO commandstats), those inside scripts included, leaving out the
+// INFO itself.
+func commandCalls(ctx context.Context, rdb *redis.Client) (float64, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var calls float64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return 0, fmt.Errorf("bench: INFO commandstats %s: %w", name, err)
+				}
+				calls += f
+			}
+		}
+	}
+	return calls, nil
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+// ThroughputRow is operations per second with many goroutines over many
+// sites: acquire+release pairs, or PINGs for the baseline.
+type ThroughputRow struct {
+	Alg      string
+	PerSec   float64
+	VsPing   float64       // PerSec ÷ PINGs per second of the same clients
+	VsBook   float64       // PerSec ÷ the book's lock-guarded pairs per second
+	RedisCPU time.Duration // Redis CPU per operation (INFO cpu)
+}
+
+// AlgPing names the PING baseline in the throughput rows.
+const AlgPing = "PING (the baseline)"
+
+// Throughput runs g goroutines over sites sites for d per algorithm (the
+// book's unlocked semaphore is left out: it is not safe), and PINGs the same
+// way for the baseline, which is the first row.
+func Throughput(ctx context.Context, addr string, g, sites int, d time.Duration) ([]ThroughputRow, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: g + 4})
+	defer rdb.Close()
+	run := func(name string, op func(ctx context.Context, i int64) error) (ThroughputRow, error) {
+		cpu0, err := redisCPU(ctx, rdb)
+		if err != nil {
+			return ThroughputRow{}, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		var n, ok atomic.Int64
+		var wg sync.WaitGroup
+		var firstErr atomic.Value
+		start := time.Now()
+		for w := 0; w < g; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					err := op(ctx, n.Add(1))
+					if err == nil {
+						ok.Add(1)
+					} else if ctx.Err() == nil {
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		took := time.Since(start)
+		if err, _ := firstErr.Load().(error); err != nil {
+			return ThroughputRow{}, fmt.Errorf("bench: %s: %w", name, err)
+		}
+		cpu1, err := redisCPU(context.WithoutCancel(ctx), rdb)
+		if err != nil || ok.Load() == 0 {
+			return ThroughputRow{}, fmt.Errorf("bench: %s: %d operations, %v", name, ok.Load(), err)
+		}
+		return ThroughputRow{Alg: name, PerSec: float64(ok.Load()) / took.Seconds(), RedisCPU: (cpu1 - cpu0) / time.Duration(ok.Load())}, nil
+	}
+	ping, err := run(AlgPing, func(ctx context.Context, _ int64) error { return rdb.Ping(ctx).Err() })
+	if err != nil {
+		return nil, err
+	}
+	rows := []ThroughputRow{ping}
+	for i, alg := range Algorithms[:3] {
+		h, err := newHolder(rdb, alg, "bench:t:"+strconv.Itoa(i), 3)
+		if err != nil {
+			return nil, err
+		}
+		row, err := run(alg, func(ctx context.Context, i int64) error {
+			rel, err := h.acquire(ctx, "s"+strconv.FormatInt(i%int64(sites), 10)+".example")
+			if err != nil {
+				return err
+			}
+			rel()
+			return nil
+		})
+		h.close()
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	book := rows[len(rows)-1].PerSec
+	for i := range rows {
+		rows[i].VsPing, rows[i].VsBook = rows[i].PerSec/ping.PerSec, rows[i].PerSec/book
+	}
+	return rows, nil
+}
+
+// Footprint is what active and idle sites cost Redis.
+type Footprint struct {
+	BytesPerActiveSite float64
+	KeysLeftAfterIdle  int64
+	IdleWait           time.Duration
+}
+
+// MeasureFootprint holds one permit on each of n sites to measure memory per
+// active site, releases them, and counts the keys still there once the key
+// TTL (3 leases) has passed.
+func MeasureFootprint(ctx context.Context, rdb *redis.Client, n int) (Footprint, error) {
+	const lease = 300 * time.Millisecond
+	before, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return Footprint{}, err
+	}
+	h := &politeHolder{l: limiter.New(rdb, &limiter.Options{Mode: limiter.ModeAtomic, Prefix: "bench:f", Lease: lease}), limit: 3}
+	var rels []func()
+	for i := 0; i < n; i++ {
+		rel, err := h.acquire(ctx, fmt.Sprintf("f%d.example", i))
+		if err != nil {
+			return Footprint{}, err
+		}
+		rels = append(rels, rel)
+	}
+	after, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return Footprint{}, err
+	}
+	for _, r := range rels {
+		r()
+	}
+	h.close()
+	wait := 3*lease + 500*time.Millisecond
+	time.Sleep(wait)
+	left, err := countKeys(ctx, rdb, "bench:f:*")
+	return Footprint{BytesPerActiveSite: float64(after-before) / float64(n), KeysLeftAfterIdle: left, IdleWait: wait}, err
+}
+
+func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("bench: no used_memory in INFO")
+}
+
+func countKeys(ctx context.Context, rdb *redis.Client, pattern string) (int64, error) {
+	var n int64
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		n++
+	}
+	return n, iter.Err()
+}

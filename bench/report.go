@@ -1,0 +1,271 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ChartsDir is where Write puts the SVG charts, inside its dir.
+const ChartsDir = "bench-charts"
+
+// Write puts BENCHMARKS.md in dir and its SVG charts in dir/bench-charts.
+func (r *Report) Write(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, ChartsDir), 0o755); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	for name, svg := range r.charts() {
+		if err := os.WriteFile(filepath.Join(dir, ChartsDir, name), []byte(svg), 0o644); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+	var b strings.Builder
+	r.markdown(&b)
+	if err := os.WriteFile(filepath.Join(dir, "BENCHMARKS.md"), []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
+}
+
+// charts are the report's SVGs by file name, for the sections that ran.
+func (r *Report) charts() map[string]string {
+	c := map[string]string{}
+	if len(r.Uncontended) > 0 {
+		c["latency.svg"] = barChart("Uncontended acquire+release p50 as a multiple of two PINGs (lower is better)",
+			labels(r.Uncontended, func(x LatencyRow) string { return x.Alg }), values(r.Uncontended, func(x LatencyRow) float64 { return x.Ratio }),
+			"×", []goal{{1.5, "atomic goal 1.5×"}, {2.5, "locked goal 2.5×"}})
+	}
+	if len(r.Throughput) > 1 {
+		rows := r.Throughput[1:]
+		c["throughput.svg"] = barChart("Pairs/s, 64 goroutines over 1000 sites, as a multiple of the book's lock-guarded semaphore",
+			labels(rows, func(x ThroughputRow) string { return x.Alg }), values(rows, func(x ThroughputRow) float64 { return x.VsBook }),
+			"×", []goal{{1.5, "locked goal 1.5×"}, {4, "atomic goal 4×"}})
+	}
+	if len(r.HotSite) > 0 {
+		c["handoff.svg"] = barChart("Hot site: share of slot time used (grants/s × real hold ÷ limit), %",
+			labels(r.HotSite, func(x HandoffRow) string { return x.Alg }), values(r.HotSite, func(x HandoffRow) float64 { return x.PctOfHolds }),
+			"%", []goal{{95, "goal 95%"}})
+	}
+	if len(r.Crawl) > 0 {
+		c["crawl.svg"] = barChart("Crawl: steady pages/s as a share of the ideal (Σ cap ÷ latency), %",
+			labels(r.Crawl, func(x CrawlRow) string { return x.Name }), values(r.Crawl, func(x CrawlRow) float64 { return 100 * x.Util }),
+			"%", []goal{{90, "goal 90%"}, {100, "the sites' capacity"}})
+	}
+	if len(r.Scale) > 0 {
+		c["scale.svg"] = barChart("How cost grows: Redis round trips per page",
+			labels(r.Scale, func(x ScaleRow) string { return x.Name }), values(r.Scale, func(x ScaleRow) float64 { return x.RoundTrips }), "", nil)
+	}
+	return c
+}
+
+func (r *Report) markdown(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	quick := ""
+	if r.Quick {
+		quick = " (--quick: small counts, for smoke only; do not quote these figures)"
+	}
+	p("# Benchmarks")
+	p("")
+	p("Measured by `%s` on %s, in %s%s. Every figure comes from this one run. Times are noisy on a", r.Command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Took.Round(time.Second), quick)
+	p("shared 2-core machine, so each is also given as a ratio to a baseline measured in the same run. Safety figures are counted")
+	p("at HTTP servers, never taken from the limiter's bookkeeping.")
+	p("")
+	keys := make([]string, 0, len(r.Machine))
+	for k := range r.Machine {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	p("| machine | |")
+	p("|---|---|")
+	for _, k := range keys {
+		p("| %s | %s |", k, r.Machine[k])
+	}
+	p("")
+	p("Redis, the test sites and every worker process share this machine. Redis is a private redis-server on loopback; worker processes are this binary (`crawler bench-worker`, `crawler run`, `crawler bench-colly`). \"The book\" is a faithful port of Redis in Action 6.3 (`internal/riabook`): the worker's own clock, polling every 1 ms, as its callers must.")
+	p("")
+	r.limiterSection(p)
+	r.hotSiteSection(p)
+	r.crawlSection(p)
+	r.scaleSection(p)
+}
+
+func (r *Report) limiterSection(p func(string, ...any)) {
+	if len(r.Uncontended) > 0 {
+		p("## Limiter: uncontended acquire + release")
+		p("")
+		p("One site, one client; each pair is preceded by two PINGs on the same client. The physical limit is two round trips (acquire, release), so the baseline is two PINGs.")
+		p("")
+		p("![latency](%s/latency.svg)", ChartsDir)
+		p("")
+		p("| algorithm | p50 | p99 | 2×PING p50 | p50 ÷ 2×PING | round trips / pair | commands Redis ran / pair |")
+		p("|---|---:|---:|---:|---:|---:|---:|")
+		for _, x := range r.Uncontended {
+			p("| %s | %s | %s | %s | **%.2f×** | %.1f | %.1f |", x.Alg, us(x.P50), us(x.P99), us(x.TwoPingP50), x.Ratio, x.RoundTrips, x.Commands)
+		}
+		p("")
+		p("Goals: atomic ≤ 1.5×, locked ≤ 2.5×. Commands inside Lua scripts count one by one in Redis's statistics, the script call too.")
+		p("")
+	}
+	if len(r.Throughput) > 0 {
+		p("## Limiter: throughput, 64 goroutines over 1000 sites")
+		p("")
+		p("![throughput](%s/throughput.svg)", ChartsDir)
+		p("")
+		p("| operation | per second | ÷ PINGs/s | ÷ book lock-guarded | Redis CPU / operation |")
+		p("|---|---:|---:|---:|---:|")
+		for _, x := range r.Throughput {
+			p("| %s | %.0f | %.3f | **%.2f×** | %.1f µs |", x.Alg, x.PerSec, x.VsPing, x.VsBook, float64(x.RedisCPU)/float64(time.Microsecond))
+		}
+		p("")
+		p("Goals: atomic ≥ 4× and locked ≥ 1.5× the book's lock-guarded semaphore. The book's unlocked semaphore is left out: it is not safe (see the hot site). Redis CPU is `used_cpu_user + used_cpu_sys` over the run ÷ operations. Client and server share two cores here, so a round trip saved on the client side frees CPU for Redis too.")
+		p("")
+	}
+	if f := r.Footprint; f != nil {
+		p("## Limiter: Redis footprint")
+		p("")
+		p("- memory per active site (one permit held, 1000 sites): **%.0f bytes**", f.BytesPerActiveSite)
+		p("- keys left %s after those sites went idle (the key TTL is 3 leases): **%d** (goal 0)", f.IdleWait.Round(100*time.Millisecond), f.KeysLeftAfterIdle)
+		p("")
+	}
+}
+
+func (r *Report) hotSiteSection(p func(string, ...any)) {
+	if len(r.HotSite) == 0 {
+		return
+	}
+	s := r.HotSpec
+	p("## Limiter: hand-off and safety on a hot site")
+	p("")
+	p("%d processes × %d waiters on one site, limit %d. Each grant holds its permit for one HTTP request that the server keeps open %s; the server counts requests in flight. %s per algorithm.",
+		s.Procs, s.WaitersPerProc, s.Limit, s.Hold, s.Duration)
+	p("")
+	p("![hand-off](%s/handoff.svg)", ChartsDir)
+	p("")
+	p("| algorithm | grants/s | real hold | %% of nominal %.0f/s | %% of slot time used | Jain fairness | most at once (cap %d) | starts over cap |", float64(s.Limit)/s.Hold.Seconds(), s.Limit)
+	p("|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, x := range r.HotSite {
+		mark := ""
+		if x.MaxAtOnce > int64(s.Limit) {
+			mark = " ⚠"
+		}
+		p("| %s | %.0f | %s | %.1f%% | **%.1f%%** | %.3f | %d%s | %d |", x.Alg, x.PerSec, us(x.Hold), x.PctNominal, x.PctOfHolds, x.Jain, x.MaxAtOnce, mark, x.OverCapStart)
+	}
+	p("")
+	p("\"Slot time used\" divides by the holds as they really lasted (the server's %s sleep plus the request itself); \"nominal\" assumes exactly %s. Goals: ≥ 95%% and fairness ≥ 0.95. The book's unlocked semaphore shows what the lock buys: under contention it lets the site see more than its cap; ours never may.", s.Hold, s.Hold)
+	p("")
+}
+
+func (r *Report) crawlSection(p func(string, ...any)) {
+	if len(r.Crawl) == 0 {
+		return
+	}
+	c := r.CrawlSpec
+	p("## Crawl: utilisation of the sites' caps")
+	p("")
+	p("%d sites × %d pages, each page %s, cap %d each: the ideal is Σ cap ÷ latency = **%.0f pages/s**, given enough workers (%d, split between the processes). \"Steady\" is the rate between 10%% and 90%% of the pages, leaving out start-up and the crawl's tail; every figure but round trips is counted at the test sites or read from Redis.",
+		c.Sites, c.Pages, c.Latency, siteCap, float64(c.Sites*siteCap)/c.Latency.Seconds(), c.Sites*siteCap+12)
+	p("")
+	p("![crawl](%s/crawl.svg)", ChartsDir)
+	p("")
+	crawlTable(p, r.Crawl)
+	p("")
+	p("colly alone is the in-process optimum, with no coordination cost: a `LimitRule` of parallelism %d per site and colly's own robots.txt handling. In one process it keeps the cap. In 4 processes each keeps only its own cap, so a site sees up to 4× its cap and every page is fetched 4 times (the pages column counts them all; duplicates counts the repeats). Goal for ours: ≥ 90%% of the ideal with zero starts over cap.", siteCap)
+	p("")
+}
+
+func (r *Report) scaleSection(p func(string, ...any)) {
+	if len(r.Scale) == 0 {
+		return
+	}
+	p("## Crawl: how cost grows")
+	p("")
+	p("One `crawler run` process on uniform sites (%s pages, cap %d). Each crawl is sized to last a few seconds at its ideal rate, which is min(workers, Σ cap) ÷ latency. Round trips per page are counted by the crawler process itself; a robots.txt fetch per site is part of the cost, so small sites pay more per page.", r.CrawlSpec.Latency, siteCap)
+	p("")
+	p("![scale](%s/scale.svg)", ChartsDir)
+	p("")
+	rows := make([]CrawlRow, len(r.Scale))
+	for i, s := range r.Scale {
+		rows[i] = s.CrawlRow
+	}
+	crawlTable(p, rows)
+	p("")
+}
+
+func crawlTable(p func(string, ...any), rows []CrawlRow) {
+	p("| crawl | sites | processes × workers | pages | duplicates | seconds | steady pages/s | ideal | of ideal | most at once at a site (cap %d) | starts over cap | disallowed | robots.txt fetches | Redis round trips / page | Redis CPU / page | machine CPU busy |", siteCap)
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, x := range rows {
+		trips, cpu := "–", "–"
+		if !strings.HasPrefix(x.Name, "colly") {
+			trips, cpu = fmt.Sprintf("%.1f", x.RoundTrips), fmt.Sprintf("%.0f µs", float64(x.RedisCPU)/float64(time.Microsecond))
+		}
+		p("| %s | %d | %d × %d | %d | %d | %.1f | %.0f | %.0f | **%.0f%%** | %d | %d | %d | %d | %s | %s | %.0f%% |", x.Name, x.Sites, x.Procs, x.Workers,
+			x.Pages, x.Duplicates, x.Seconds, x.Steady, x.Ideal, 100*x.Util, x.MaxAtOnce, x.OverCap, x.Disallowed, x.RobotsFetches, trips, cpu, 100*x.MachineBusy)
+	}
+}
+
+func us(d time.Duration) string {
+	if d >= time.Millisecond {
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%d µs", d.Microseconds())
+}
+
+func labels[T any](xs []T, f func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}
+
+func values[T any](xs []T, f func(T) float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}
+
+type goal struct {
+	at    float64
+	label string
+}
+
+// barChart draws horizontal bars with dashed goal lines, as a standalone SVG.
+func barChart(title string, names []string, vals []float64, unit string, goals []goal) string {
+	const w, left, right, bar, gap, top = 760.0, 230.0, 70.0, 22.0, 10.0, 40.0
+	h := top + float64(len(vals))*(bar+gap) + 30
+	top1 := 0.0
+	for _, v := range vals {
+		top1 = max(top1, v)
+	}
+	for _, g := range goals {
+		top1 = max(top1, g.at)
+	}
+	top1 *= 1.1
+	x := func(v float64) float64 { return left + v/top1*(w-left-right) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`, w, h, w, h)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#fff"/><text x="10" y="22" font-size="14" font-weight="bold">%s</text>`, esc(title))
+	for i, v := range vals {
+		y := top + float64(i)*(bar+gap)
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" text-anchor="end">%s</text>`, left-8, y+bar*0.7, esc(names[i]))
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%.1f" width="%.1f" height="%.0f" fill="#2563eb"/>`, left, y, max(x(v)-left, 1), bar)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%.2f%s</text>`, x(v)+4, y+bar*0.7, v, esc(unit))
+	}
+	for _, g := range goals {
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#dc2626" stroke-dasharray="4 3"/>`, x(g.at), x(g.at), top-6, h-20)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" fill="#dc2626" text-anchor="middle">%s</text>`, x(g.at), h-6, esc(g.label))
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func esc(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}

@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Sections of a run, in the order they run; Options.Only picks some.
+var Sections = []string{"limiter", "hotsite", "crawl", "scale"}
+
+// Options configure Run.
+type Options struct {
+	Quick     bool     // under a minute: small counts, for CI smoke runs
+	Only      []string // sections to run (default all)
+	Exe       string   // the crawler binary (worker processes run it)
+	RedisAddr string   // a redis-server of the run's own: it is flushed and its stats reset
+	UserAgent string   // for the crawls (default "politebot/0.1")
+	Command   string   // how the run was started, for the report
+	Log       io.Writer
+}
+
+// Report is everything one run measured.
+type Report struct {
+	Started     time.Time
+	Took        time.Duration
+	Command     string
+	Machine     map[string]string
+	Quick       bool
+	Uncontended []LatencyRow
+	Throughput  []ThroughputRow // the PING baseline first
+	HotSite     []HandoffRow
+	HotSpec     HotSiteSpec
+	Footprint   *Footprint
+	Crawl       []CrawlRow
+	CrawlSpec   CrawlSpec
+	Scale       []ScaleRow
+}
+
+// SafetyHeld reports whether our limiter kept every cap: at the hot site's
+// counting server and at every test site of every polite crawl.
+func (r *Report) SafetyHeld() bool {
+	for _, h := range r.HotSite {
+		if (h.Alg == AlgLocked || h.Alg == AlgAtomic) && (h.MaxAtOnce > int64(r.HotSpec.Limit) || h.OverCapStart > 0) {
+			return false
+		}
+	}
+	crawls := slices.Clone(r.Crawl)
+	for _, s := range r.Scale {
+		crawls = append(crawls, s.CrawlRow)
+	}
+	for _, c := range crawls {
+		if !strings.HasPrefix(c.Name, "colly") && (c.MaxAtOnce > c.Cap || c.OverCap > 0 || c.Disallowed > 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Run measures the chosen sections, in order, and returns the report.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	for _, s := range o.Only {
+		if !slices.Contains(Sections, s) {
+			return nil, fmt.Errorf("bench: unknown section %q (known: %s)", s, strings.Join(Sections, ", "))
+		}
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = "politebot/0.1"
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	on := func(s string) bool { return len(o.Only) == 0 || slices.Contains(o.Only, s) }
+	logf := func(format string, a ...any) { fmt.Fprintf(o.Log, "bench: "+format+"\n", a...) }
+	r := &Report{Started: time.Now(), Command: o.Command, Quick: o.Quick}
+	rdb := redis.NewClient(&redis.Options{Addr: o.RedisAddr})
+	defer rdb.Close()
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("bench: redis at %s: %w", o.RedisAddr, err)
+	}
+	r.Machine = machine(ctx, rdb)
+
+	pairs, tput, hot, crawlPages, procs, scaleSecs := 3000, 5*time.Second, 10*time.Second, 300, []int{1, 2, 4}, 4.0
+	if o.Quick {
+		pairs, tput, hot, crawlPages, procs, scaleSecs = 300, time.Second, 2*time.Second, 25, []int{1, 2}, 0.5
+	}
+	r.HotSpec = HotSiteSpec{Exe: o.Exe, RedisAddr: o.RedisAddr, Procs: 4, WaitersPerProc: 8, Limit: 3, Hold: 2 * time.Millisecond, Duration: hot}
+	r.CrawlSpec = CrawlSpec{Exe: o.Exe, RedisAddr: o.RedisAddr, UserAgent: o.UserAgent, Sites: 20, Pages: crawlPages, Latency: 50 * time.Millisecond}
+	var err error
+	if on("limiter") {
+		logf("limiter: uncontended acquire+release, %d pairs per algorithm", pairs)
+		if r.Uncontended, err = Uncontended(ctx, o.RedisAddr, pairs); err != nil {
+			return nil, err
+		}
+		logf("limiter: throughput, 64 goroutines over 1000 sites, %s per algorithm", tput)
+		if r.Throughput, err = Throughput(ctx, o.RedisAddr, 64, 1000, tput); err != nil {
+			return nil, err
+		}
+		logf("limiter: Redis footprint of 1000 active sites, then idle")
+		fp, err := MeasureFootprint(ctx, rdb, 1000)
+		if err != nil {
+			return nil, err
+		}
+		r.Footprint = &fp
+	}
+	if on("hotsite") {
+		logf("hot site: %d processes x %d waiters, limit %d, %s holds, %s per algorithm",
+			r.HotSpec.Procs, r.HotSpec.WaitersPerProc, r.HotSpec.Limit, r.HotSpec.Hold, hot)
+		if r.HotSite, err = HotSite(ctx, r.HotSpec); err != nil {
+			return nil, err
+		}
+	}
+	if on("crawl") {
+		logf("crawl: %d sites x %d pages, %s each, cap %d; polite with %v processes", r.CrawlSpec.Sites, crawlPages, r.CrawlSpec.Latency, siteCap, procs)
+		if r.Crawl, err = Utilisation(ctx, r.CrawlSpec, procs, r.CrawlSpec.Sites*siteCap+12); err != nil {
+			return nil, err
+		}
+		for _, n := range []int{1, 4} {
+			logf("crawl: colly alone, %d process(es)", n)
+			row, err := CollyAlone(ctx, r.CrawlSpec, n)
+			if err != nil {
+				return nil, err
+			}
+			r.Crawl = append(r.Crawl, row)
+		}
+	}
+	if on("scale") {
+		sites, workers := []int{10, 100, 1000}, []int{1, 4, 16, 64}
+		if o.Quick {
+			sites, workers = []int{10, 100}, []int{1, 16}
+		}
+		logf("scale: %v sites; %v workers in one process", sites, workers)
+		if r.Scale, err = Scale(ctx, r.CrawlSpec, sites, workers, scaleSecs); err != nil {
+			return nil, err
+		}
+	}
+	r.Took = time.Since(r.Started)
+	return r, nil
+}
+
+func machine(ctx context.Context, rdb *redis.Client) map[string]string {
+	m := map[string]string{"go": runtime.Version(), "cores": fmt.Sprint(runtime.NumCPU()), "os/arch": runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m["cpu"] = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if line, _, ok := strings.Cut(string(b), "\n"); ok {
+			m["memory"] = strings.Join(strings.Fields(strings.TrimPrefix(line, "MemTotal:")), " ")
+		}
+	}
+	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				m["redis"] = v
+			}
+		}
+	}
+	return m
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/polite-crawler/polite/bench"
+	"github.com/polite-crawler/polite/config"
+	"github.com/polite-crawler/polite/internal/redistest"
+)
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("crawler bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "small counts, under a minute: a smoke run (CI); figures are not worth quoting")
+	out := fs.String("out", ".", "directory for BENCHMARKS.md and its SVG charts")
+	redisAddr := fs.String("redis", "", "host:port of a redis-server of the bench's own (it is FLUSHALLed); default: start a private one")
+	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(bench.Sections, ",")+" (default all)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: crawler bench [--quick] [--out DIR] [--only SECTIONS] [--redis HOST:PORT]")
+		fmt.Fprintln(stderr, "\nMeasures the limiter against its physical limit (PING) and against Redis in Action's")
+		fmt.Fprintln(stderr, "semaphores, and the crawler against the sites' ideal and against colly alone, all in one run")
+		fmt.Fprintln(stderr, "on this machine, and writes DIR/BENCHMARKS.md with SVG charts in DIR/"+bench.ChartsDir+". It needs")
+		fmt.Fprintln(stderr, "redis-server on PATH unless --redis is given. Exits 1 if our limiter ever let a site see more")
+		fmt.Fprintln(stderr, "than its cap. A full run takes a few minutes; --quick under a minute.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErr("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	var sections []string
+	if *only != "" {
+		sections = strings.Split(*only, ",")
+		for _, sec := range sections {
+			if !slices.Contains(bench.Sections, sec) {
+				return usageErr("--only: unknown section %q (known: %s)", sec, strings.Join(bench.Sections, ", "))
+			}
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if *redisAddr == "" {
+		srv, err := redistest.Start()
+		if err != nil {
+			return fmt.Errorf("bench runs its own redis-server: %w", err)
+		}
+		defer srv.Close()
+		*redisAddr = srv.Addr
+	}
+	r, err := bench.Run(ctx, bench.Options{Quick: *quick, Only: sections, Exe: exe, RedisAddr: *redisAddr, UserAgent: config.Default().UserAgent,
+		Command: strings.TrimSpace("crawler bench " + strings.Join(args, " ")), Log: stderr})
+	if err != nil {
+		return err
+	}
+	if err := r.Write(*out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "bench: done in %s; report in %s\n", r.Took.Round(time.Second), filepath.Join(*out, "BENCHMARKS.md"))
+	for _, x := range r.Uncontended {
+		fmt.Fprintf(stdout, "  uncontended %-28s p50 %6s = %.2f× two PINGs\n", x.Alg, x.P50.Round(time.Microsecond), x.Ratio)
+	}
+	for _, x := range r.HotSite {
+		fmt.Fprintf(stdout, "  hot site    %-28s %5.1f%% of slot time, fairness %.3f, most at once %d (cap %d)\n", x.Alg, x.PctOfHolds, x.Jain, x.MaxAtOnce, r.HotSpec.Limit)
+	}
+	for _, x := range r.Throughput {
+		fmt.Fprintf(stdout, "  throughput  %-28s %6.0f/s = %.2f× the book's lock-guarded\n", x.Alg, x.PerSec, x.VsBook)
+	}
+	for _, x := range r.Crawl {
+		fmt.Fprintf(stdout, "  crawl       %-28s %4.0f%% of ideal, most at once %d (cap %d)\n", x.Name, 100*x.Util, x.MaxAtOnce, x.Cap)
+	}
+	for _, x := range r.Scale {
+		fmt.Fprintf(stdout, "  scale       %-28s %4.0f%% of ideal, %.1f Redis round trips/page, most at once %d (cap %d)\n", x.Name, 100*x.Util, x.RoundTrips, x.MaxAtOnce, x.Cap)
+	}
+	if !r.SafetyHeld() {
+		return errors.New("our limiter let a site see more than its cap: see the report")
+	}
+	return nil
+}
+
+// runBenchWorker is one hot-site process of crawler bench.
+func runBenchWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("crawler bench-worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("redis", "", "")
+	alg := fs.String("alg", "", "")
+	prefix := fs.String("prefix", "", "")
+	url := fs.String("url", "", "")
+	waiters := fs.Int("waiters", 8, "")
+	limit := fs.Int("limit", 3, "")
+	d := fs.Duration("duration", time.Second, "")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("%v", err)
+	}
+	return bench.Worker(ctx, *addr, *alg, *prefix, *url, *waiters, *limit, *d, stdout)
+}
+
+// runBenchColly is one colly-alone process of crawler bench.
+func runBenchColly(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return bench.CollyWorker(ctx, args)
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// crawler bench --quick completes, writes its report, and held every cap
+// (it exits 1 if our limiter ever let a site see more than its cap, and the
+// lines it prints say how many were at once). Timings are never asserted.
+func TestBenchQuick(t *testing.T) {
+	bin := build(t)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench", "--quick", "--out", out)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("crawler bench --quick: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr.String())
+	}
+	// "hot site    polite locked ... most at once 3 (cap 3)", "crawl       polite, 2 process(es) ...".
+	atOnce := regexp.MustCompile(`^\s+(hot site|crawl|scale)\s+(.*?)\s{2,}.*most at once (\d+) \(cap (\d+)\)$`)
+	seen := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(string(stdout)))
+	for sc.Scan() {
+		m := atOnce.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		seen[m[1]]++
+		n, _ := strconv.Atoi(m[3])
+		limit, _ := strconv.Atoi(m[4])
+		ours := m[1] == "scale" || strings.HasPrefix(m[2], "polite")
+		if ours && (n > limit || n < 1) {
+			t.Errorf("%s %s: %d at once, cap %d", m[1], m[2], n, limit)
+		}
+	}
+	if seen["hot site"] != 4 || seen["crawl"] != 5 || seen["scale"] != 4 {
+		t.Errorf("summary lines per section %v, want 4 hot site, 5 crawl, 4 scale:\n%s", seen, stdout)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "BENCHMARKS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--quick", "## Limiter: uncontended", "## Limiter: throughput", "## Limiter: hand-off", "## Crawl: utilisation", "## Crawl: how cost grows", "| cores | "} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("BENCHMARKS.md lacks %q", want)
+		}
+	}
+	if svgs, _ := filepath.Glob(filepath.Join(out, "bench-charts", "*.svg")); len(svgs) != 5 {
+		t.Errorf("charts: %v", svgs)
+	}
+}
