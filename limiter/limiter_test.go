@@ -378,3 +378,66 @@ func TestTookLastSlot(t *testing.T) {
 		}
 	})
 }
+
+// A waiter handed a slot by a release still waits out the site's hold-off,
+// whoever set it: here a Backoff (a 429's Retry-After, or a crawl delay
+// started at the robots.txt fetch) while the releaser's own rule has no
+// delay.
+func TestReleaseHandsOverOnlyAfterBackoff(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := context.Background()
+		l := newLimiter(t, newClient(t), Options{Mode: mode})
+		holder, err := l.TryAcquire(ctx, "a.example", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			if p, err := l.Acquire(ctx, "a.example", 1); err == nil {
+				got <- time.Now()
+				p.Release(ctx)
+			}
+		}()
+		waitFor(t, "a waiter in line", func() bool {
+			st, err := l.Status(ctx, "a.example", 1)
+			return err == nil && st.Waiting == 1
+		})
+		const hold = 400 * time.Millisecond
+		start := time.Now()
+		if err := l.Backoff(ctx, "a.example", hold); err != nil {
+			t.Fatal(err)
+		}
+		holder.Release(ctx)
+		select {
+		case at := <-got:
+			if early := hold - at.Sub(start); early > 0 {
+				t.Fatalf("granted %s before the site's backoff ended", early)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the waiter was never granted")
+		}
+	})
+}
+
+// Releasing a permit with a crawl delay never shortens a longer backoff.
+func TestReleaseKeepsLongerBackoff(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := context.Background()
+		l := newLimiter(t, newClient(t), Options{Mode: mode})
+		p, err := l.TryAcquireRule(ctx, "a.example", Rule{Limit: 1, Delay: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Backoff(ctx, "a.example", time.Minute); err != nil { // a 429's Retry-After, mid-download
+			t.Fatal(err)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.TryAcquireRule(ctx, "a.example", Rule{Limit: 1, Delay: 50 * time.Millisecond})
+		var busy *BusyError
+		if !errors.As(err, &busy) || busy.Wait < 50*time.Second {
+			t.Fatalf("after the release: %v, want the minute's backoff", err)
+		}
+	})
+}

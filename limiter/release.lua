@@ -5,20 +5,31 @@
 -- ARGV[5] '1' when the entry held a permit (starts the crawl delay)
 -- ARGV[6] wake-up channel   ARGV[7] key TTL ms
 -- Publishes "<limit> <wait ms> <id>..." naming the entries now ranked below
--- limit, when the removed one was among them and someone waited behind it.
+-- limit, when the removed one was among them and someone waited behind it;
+-- wait ms is how long until the site's next-request time (crawl delay or
+-- backoff), 0 if it has passed.
 -- Returns {1 if the entry was still there else 0, wait ms, the ids published...}
 -- so that the releaser can also wake waiters in its own process directly.
 local id, limit, lease, delay, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[7])
 local wait, now = 0, nil
 if ARGV[5] == '1' and delay > 0 then
+  -- The crawl delay starts now, unless a longer hold-off (a Backoff) is in
+  -- place: never shorten that.
   now = now_ms()
-  redis.call('SET', KEYS[5], now + delay, 'PX', delay + lease)
+  if now + delay > next_at() then
+    redis.call('SET', KEYS[5], now + delay, 'PX', delay + lease)
+  end
   wait = delay
 end
 local out = {0, wait}
 if redis.call('ZCARD', KEYS[2]) > limit then
-  -- Someone may be waiting: rank the entry among live ones only.
-  prune(now or now_ms(), lease, ttl)
+  -- Someone may be waiting: rank the entry among live ones only. Those
+  -- it lets in wait out the site's hold-off, whoever set it (our delay, a
+  -- Backoff, another holder's delay), not only this permit's delay.
+  now = now or now_ms()
+  prune(now, lease, ttl)
+  wait = math.max(wait, next_at() - now)
+  out[2] = wait
   local rank = redis.call('ZRANK', KEYS[2], id)
   local size = redis.call('ZCARD', KEYS[2])
   out[1] = redis.call('ZREM', KEYS[1], id)
