@@ -260,20 +260,17 @@ func CollyWorker(ctx context.Context, args []string) error {
 
 // redisCPU is the CPU time Redis has used (INFO cpu, user + system).
 func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
-	info, err := rdb.Info(ctx, "cpu").Result()
+	f, err := info(ctx, rdb, "cpu")
 	if err != nil {
 		return 0, err
 	}
 	var secs float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if k == "used_cpu_sys" || k == "used_cpu_user" {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return 0, fmt.Errorf("bench: INFO cpu %s: %w", k, err)
-			}
-			secs += f
+	for _, k := range []string{"used_cpu_sys", "used_cpu_user"} {
+		v, err := strconv.ParseFloat(f[k], 64)
+		if err != nil {
+			return 0, fmt.Errorf("bench: INFO cpu %s: %w", k, err)
 		}
+		secs += v
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }

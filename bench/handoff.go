@@ -6,19 +6,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/polite-crawler/polite/testserver"
 	"github.com/redis/go-redis/v9"
 )
 
 // HandoffRow is one algorithm on a hot site: many waiters in several
-// processes, each holding its permit for one real request to a counting
-// HTTP server.
+// processes, each holding its permit for one real request to a test site
+// that counts requests in flight.
 type HandoffRow struct {
 	Alg          string
 	Grants       int64
@@ -29,25 +29,6 @@ type HandoffRow struct {
 	Jain         float64       // fairness of grants across all waiters (1 = equal)
 	MaxAtOnce    int64         // most requests in flight at the server
 	OverCapStart int64         // requests that started with limit already in flight
-}
-
-// counter is the site: it counts requests in flight while it sleeps ?hold.
-type counter struct {
-	limit               int64
-	inflight, max, over atomic.Int64
-}
-
-func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	n := c.inflight.Add(1)
-	defer c.inflight.Add(-1)
-	if n > c.limit {
-		c.over.Add(1)
-	}
-	for m := c.max.Load(); n > m && !c.max.CompareAndSwap(m, n); m = c.max.Load() {
-	}
-	d, _ := time.ParseDuration(r.URL.Query().Get("hold"))
-	time.Sleep(d)
-	io.WriteString(w, "ok")
 }
 
 // HotSiteSpec says how to run the hot-site figure.
@@ -63,14 +44,22 @@ type HotSiteSpec struct {
 func HotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
 	var rows []HandoffRow
 	for i, alg := range Algorithms {
-		site := &counter{limit: int64(spec.Limit)}
-		hs := httptest.NewServer(site)
+		// One test site of one page that takes Hold to answer; it counts
+		// requests in flight against Limit.
+		ts, err := testserver.New(testserver.Profile{Name: "bench-hot", Seed: 1, DefaultCap: spec.Limit,
+			Sites: []testserver.SiteSpec{{Pages: 1, Latency: testserver.Duration(spec.Hold), PageBytes: 64}}}, testserver.WithControl(""))
+		if err == nil {
+			err = ts.Start()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: hot site: %w", err)
+		}
 		results := make([]workerResult, spec.Procs)
 		errs := make([]error, spec.Procs)
 		var wg sync.WaitGroup
 		for p := 0; p < spec.Procs; p++ {
 			cmd := exec.CommandContext(ctx, spec.Exe, "bench-worker", "--redis", spec.RedisAddr, "--alg", alg,
-				"--prefix", fmt.Sprintf("bench:h%d", i), "--url", hs.URL+"/?hold="+spec.Hold.String(),
+				"--prefix", fmt.Sprintf("bench:h%d", i), "--url", ts.Sites()[0].URL+"/p/0",
 				"--waiters", strconv.Itoa(spec.WaitersPerProc), "--limit", strconv.Itoa(spec.Limit), "--duration", spec.Duration.String())
 			wg.Add(1)
 			go func() {
@@ -83,7 +72,8 @@ func HotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
 			}()
 		}
 		wg.Wait()
-		hs.Close()
+		st := ts.Stats().Sites[0]
+		ts.Close()
 		var grants []int64
 		var total, holdNs int64
 		var secs float64
@@ -98,7 +88,7 @@ func HotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
 			holdNs += r.HoldNs
 			secs = max(secs, r.Seconds)
 		}
-		row := HandoffRow{Alg: alg, Grants: total, MaxAtOnce: site.max.Load(), OverCapStart: site.over.Load(), Jain: jain(grants)}
+		row := HandoffRow{Alg: alg, Grants: total, MaxAtOnce: int64(st.MaxInFlight), OverCapStart: st.OverCap, Jain: jain(grants)}
 		if total > 0 && secs > 0 {
 			row.PerSec = float64(total) / secs
 			row.Hold = time.Duration(holdNs / total)

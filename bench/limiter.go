@@ -250,16 +250,15 @@ func MeasureFootprint(ctx context.Context, rdb *redis.Client, n int) (Footprint,
 }
 
 func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
-	info, err := rdb.Info(ctx, "memory").Result()
+	f, err := info(ctx, rdb, "memory")
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
+	n, err := strconv.ParseInt(f["used_memory"], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bench: INFO memory used_memory: %w", err)
 	}
-	return 0, fmt.Errorf("bench: no used_memory in INFO")
+	return n, nil
 }
 
 func countKeys(ctx context.Context, rdb *redis.Client, pattern string) (int64, error) {

@@ -160,12 +160,23 @@ func machine(ctx context.Context, rdb *redis.Client) map[string]string {
 			m["memory"] = strings.Join(strings.Fields(strings.TrimPrefix(line, "MemTotal:")), " ")
 		}
 	}
-	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-				m["redis"] = v
-			}
-		}
+	if f, err := info(ctx, rdb, "server"); err == nil {
+		m["redis"] = f["redis_version"]
 	}
 	return m
+}
+
+// info reads one section of INFO as field: value.
+func info(ctx context.Context, rdb *redis.Client, section string) (map[string]string, error) {
+	text, err := rdb.Info(ctx, section).Result()
+	if err != nil {
+		return nil, fmt.Errorf("bench: INFO %s: %w", section, err)
+	}
+	f := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			f[k] = v
+		}
+	}
+	return f, nil
 }
