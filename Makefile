@@ -33,7 +33,7 @@ fuzz:
 
 # Benchmarks: figures, never pass/fail.
 bench: redis-server
-	$(GO) test -run '^$$' -bench . -benchtime 3000x ./limiter/
+	$(GO) test -run '^$$' -bench . -benchtime 3000x ./limiter/ ./frontier/
 
 # Renders the testserver dashboard with some traffic and screenshots it with
 # headless Chromium (installed if missing) into dashboard.png.
