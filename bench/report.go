@@ -35,31 +35,65 @@ func (r *Report) Write(dir string) error {
 func (r *Report) charts() map[string]string {
 	c := map[string]string{}
 	if len(r.Uncontended) > 0 {
-		c["latency.svg"] = barChart("Uncontended acquire+release p50 as a multiple of two PINGs (lower is better)",
-			labels(r.Uncontended, func(x LatencyRow) string { return x.Alg }), values(r.Uncontended, func(x LatencyRow) float64 { return x.Ratio }),
-			"×", []goal{{1.5, "atomic goal 1.5×"}, {2.5, "locked goal 2.5×"}})
+		var bars []bar
+		for _, x := range r.Uncontended {
+			bars = append(bars, bar{x.Alg, x.Ratio, algColor(x.Alg, false)})
+		}
+		c["latency.svg"] = barChart("Uncontended acquire+release p50 as a multiple of two PINGs (lower is better)", bars,
+			"×", []goal{{1.5, "atomic goal ≤ 1.5×"}, {2.5, "locked goal ≤ 2.5×"}})
 	}
 	if len(r.Throughput) > 1 {
-		rows := r.Throughput[1:]
-		c["throughput.svg"] = barChart("Pairs/s, 64 goroutines over 1000 sites, as a multiple of the book's lock-guarded semaphore",
-			labels(rows, func(x ThroughputRow) string { return x.Alg }), values(rows, func(x ThroughputRow) float64 { return x.VsBook }),
-			"×", []goal{{1.5, "locked goal 1.5×"}, {4, "atomic goal 4×"}})
+		var bars []bar
+		for _, x := range r.Throughput[1:] {
+			bars = append(bars, bar{x.Alg, x.VsBook, algColor(x.Alg, false)})
+		}
+		c["throughput.svg"] = barChart("Pairs/s, 64 goroutines over 1000 sites, as a multiple of the book's lock-guarded semaphore", bars,
+			"×", []goal{{1.5, "locked goal ≥ 1.5×"}, {4, "atomic goal ≥ 4×"}})
 	}
 	if len(r.HotSite) > 0 {
-		c["handoff.svg"] = barChart("Hot site: share of slot time used (grants/s × real hold ÷ limit), %",
-			labels(r.HotSite, func(x HandoffRow) string { return x.Alg }), values(r.HotSite, func(x HandoffRow) float64 { return x.PctOfHolds }),
-			"%", []goal{{95, "goal 95%"}})
+		var bars []bar
+		for _, x := range r.HotSite {
+			bars = append(bars, bar{x.Alg, x.PctOfHolds, algColor(x.Alg, x.MaxAtOnce > int64(r.HotSpec.Limit))})
+		}
+		c["handoff.svg"] = barChart("Hot site: share of slot time used (grants/s × real hold ÷ limit), %; red: exceeded the cap", bars,
+			"%", []goal{{95, "goal ≥ 95%"}})
 	}
 	if len(r.Crawl) > 0 {
-		c["crawl.svg"] = barChart("Crawl: steady pages/s as a share of the ideal (Σ cap ÷ latency), %",
-			labels(r.Crawl, func(x CrawlRow) string { return x.Name }), values(r.Crawl, func(x CrawlRow) float64 { return 100 * x.Util }),
-			"%", []goal{{90, "goal 90%"}, {100, "the sites' capacity"}})
+		var bars []bar
+		for _, x := range r.Crawl {
+			bars = append(bars, bar{x.Name, 100 * x.Util, crawlColor(x)})
+		}
+		c["crawl.svg"] = barChart("Crawl: steady pages/s as a share of the ideal (Σ cap ÷ latency), %; red: exceeded the cap", bars,
+			"%", []goal{{90, "goal ≥ 90%"}, {100, "the sites' capacity"}})
 	}
 	if len(r.Scale) > 0 {
-		c["scale.svg"] = barChart("How cost grows: Redis round trips per page",
-			labels(r.Scale, func(x ScaleRow) string { return x.Name }), values(r.Scale, func(x ScaleRow) float64 { return x.RoundTrips }), "", nil)
+		var bars []bar
+		for _, x := range r.Scale {
+			bars = append(bars, bar{x.Name, x.RoundTrips, crawlColor(x.CrawlRow)})
+		}
+		c["scale.svg"] = barChart("How cost grows: Redis round trips per page", bars, "", nil)
 	}
 	return c
+}
+
+func algColor(alg string, unsafe bool) string {
+	switch {
+	case unsafe:
+		return colUnsafe
+	case alg == AlgLocked || alg == AlgAtomic:
+		return colOurs
+	}
+	return colPeer
+}
+
+func crawlColor(x CrawlRow) string {
+	switch {
+	case x.MaxAtOnce > x.Cap || x.OverCap > 0:
+		return colUnsafe
+	case strings.HasPrefix(x.Name, "colly"):
+		return colPeer
+	}
+	return colOurs
 }
 
 func (r *Report) markdown(w io.Writer) {
@@ -87,10 +121,68 @@ func (r *Report) markdown(w io.Writer) {
 	p("")
 	p("Redis, the test sites and every worker process share this machine. Redis is a private redis-server on loopback; worker processes are this binary (`crawler bench-worker`, `crawler run`, `crawler bench-colly`). \"The book\" is a faithful port of Redis in Action 6.3 (`internal/riabook`): the worker's own clock, polling every 1 ms, as its callers must.")
 	p("")
+	r.goalsSection(p)
 	r.limiterSection(p)
 	r.hotSiteSection(p)
 	r.crawlSection(p)
 	r.scaleSection(p)
+}
+
+// verdict is one goal of issue 6 and what this run measured against it.
+type verdict struct {
+	what, goal, got string
+	met             bool
+}
+
+// verdicts are the goals that the sections which ran can judge.
+func (r *Report) verdicts() []verdict {
+	var v []verdict
+	for _, x := range r.Uncontended {
+		if limit := map[string]float64{AlgAtomic: 1.5, AlgLocked: 2.5}[x.Alg]; limit > 0 {
+			v = append(v, verdict{"uncontended p50, " + x.Alg, fmt.Sprintf("≤ %.1f× two PINGs", limit), fmt.Sprintf("%.2f×", x.Ratio), x.Ratio <= limit})
+		}
+	}
+	for _, x := range r.Throughput {
+		if want := map[string]float64{AlgAtomic: 4, AlgLocked: 1.5}[x.Alg]; want > 0 {
+			v = append(v, verdict{"throughput, " + x.Alg, fmt.Sprintf("≥ %.1f× the book's lock-guarded", want), fmt.Sprintf("%.2f×", x.VsBook), x.VsBook >= want})
+		}
+	}
+	if f := r.Footprint; f != nil {
+		v = append(v, verdict{"keys left after sites go idle", "0", fmt.Sprint(f.KeysLeftAfterIdle), f.KeysLeftAfterIdle == 0})
+	}
+	for _, x := range r.HotSite {
+		if x.Alg != AlgLocked && x.Alg != AlgAtomic {
+			continue
+		}
+		v = append(v, verdict{"hot-site hand-off, " + x.Alg, "≥ 95% of slot time, fairness ≥ 0.95", fmt.Sprintf("%.1f%%, %.3f", x.PctOfHolds, x.Jain), x.PctOfHolds >= 95 && x.Jain >= 0.95},
+			verdict{"hot-site cap, " + x.Alg, fmt.Sprintf("never over %d at the server", r.HotSpec.Limit), fmt.Sprintf("most %d, %d starts over", x.MaxAtOnce, x.OverCapStart), x.MaxAtOnce <= int64(r.HotSpec.Limit) && x.OverCapStart == 0})
+	}
+	for _, x := range r.Crawl {
+		if strings.HasPrefix(x.Name, "colly") {
+			continue
+		}
+		v = append(v, verdict{"crawl utilisation, " + x.Name, "≥ 90% of the ideal, 0 starts over cap", fmt.Sprintf("%.0f%%, %d over", 100*x.Util, x.OverCap), x.Util >= 0.9 && x.OverCap == 0 && x.MaxAtOnce <= x.Cap})
+	}
+	return v
+}
+
+func (r *Report) goalsSection(p func(string, ...any)) {
+	v := r.verdicts()
+	if len(v) == 0 {
+		return
+	}
+	p("## Goals at a glance")
+	p("")
+	p("| figure | goal | this run | |")
+	p("|---|---|---:|---|")
+	for _, x := range v {
+		mark := "met"
+		if !x.met {
+			mark = "**not met**"
+		}
+		p("| %s | %s | %s | %s |", x.what, x.goal, x.got, mark)
+	}
+	p("")
 }
 
 func (r *Report) limiterSection(p func(string, ...any)) {
@@ -215,55 +307,54 @@ func us(d time.Duration) string {
 	return fmt.Sprintf("%d µs", d.Microseconds())
 }
 
-func labels[T any](xs []T, f func(T) string) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = f(x)
-	}
-	return out
-}
-
-func values[T any](xs []T, f func(T) float64) []float64 {
-	out := make([]float64, len(xs))
-	for i, x := range xs {
-		out[i] = f(x)
-	}
-	return out
-}
-
 type goal struct {
 	at    float64
 	label string
 }
 
+// Bar colours: ours, a peer for comparison, and a run that let a site see
+// more than its cap.
+const (
+	colOurs   = "#2563eb"
+	colPeer   = "#9ca3af"
+	colUnsafe = "#dc2626"
+)
+
+type bar struct {
+	name  string
+	value float64
+	color string
+}
+
 // barChart draws horizontal bars with dashed goal lines, as a standalone SVG.
-func barChart(title string, names []string, vals []float64, unit string, goals []goal) string {
-	const w, left, right, bar, gap, top = 760.0, 230.0, 70.0, 22.0, 10.0, 40.0
-	h := top + float64(len(vals))*(bar+gap) + 30
+func barChart(title string, bars []bar, unit string, goals []goal) string {
+	const w, left, right, height, gap, top = 760.0, 230.0, 80.0, 22.0, 10.0, 40.0
+	h := top + float64(len(bars))*(height+gap) + 10 + 16*float64(len(goals))
 	top1 := 0.0
-	for _, v := range vals {
-		top1 = max(top1, v)
+	for _, b := range bars {
+		top1 = max(top1, b.value)
 	}
 	for _, g := range goals {
 		top1 = max(top1, g.at)
 	}
 	top1 *= 1.1
 	x := func(v float64) float64 { return left + v/top1*(w-left-right) }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`, w, h, w, h)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#fff"/><text x="10" y="22" font-size="14" font-weight="bold">%s</text>`, esc(title))
-	for i, v := range vals {
-		y := top + float64(i)*(bar+gap)
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" text-anchor="end">%s</text>`, left-8, y+bar*0.7, esc(names[i]))
-		fmt.Fprintf(&b, `<rect x="%.0f" y="%.1f" width="%.1f" height="%.0f" fill="#2563eb"/>`, left, y, max(x(v)-left, 1), bar)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%.2f%s</text>`, x(v)+4, y+bar*0.7, v, esc(unit))
+	var sb strings.Builder
+	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`, w, h, w, h)
+	fmt.Fprintf(&sb, `<rect width="100%%" height="100%%" fill="#fff"/><text x="10" y="22" font-size="14" font-weight="bold">%s</text>`, esc(title))
+	bottom := top + float64(len(bars))*(height+gap)
+	for i, g := range goals { // lines first, so bars and labels stay readable
+		fmt.Fprintf(&sb, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#dc2626" stroke-dasharray="4 3"/>`, x(g.at), x(g.at), top-6, bottom+float64(i)*16+4)
+		fmt.Fprintf(&sb, `<text x="%.1f" y="%.0f" fill="#dc2626">%s</text>`, x(g.at)+4, bottom+float64(i)*16+14, esc(g.label))
 	}
-	for _, g := range goals {
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#dc2626" stroke-dasharray="4 3"/>`, x(g.at), x(g.at), top-6, h-20)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" fill="#dc2626" text-anchor="middle">%s</text>`, x(g.at), h-6, esc(g.label))
+	for i, b := range bars {
+		y := top + float64(i)*(height+gap)
+		fmt.Fprintf(&sb, `<text x="%.0f" y="%.1f" text-anchor="end">%s</text>`, left-8, y+height*0.7, esc(b.name))
+		fmt.Fprintf(&sb, `<rect x="%.0f" y="%.1f" width="%.1f" height="%.0f" fill="%s"/>`, left, y, max(x(b.value)-left, 1), height, b.color)
+		fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" font-weight="bold">%.2f%s</text>`, x(b.value)+4, y+height*0.7, b.value, esc(unit))
 	}
-	b.WriteString("</svg>\n")
-	return b.String()
+	sb.WriteString("</svg>\n")
+	return sb.String()
 }
 
 func esc(s string) string {
