@@ -170,3 +170,24 @@ func wellFormed(b []byte) error {
 		}
 	}
 }
+
+// A row crawled several times shows the median crawl, the range, and the
+// worst safety figures of any of them.
+func TestMedian(t *testing.T) {
+	utils := []float64{0.8, 0.9, 0.85}
+	i := 0
+	row, err := median(3, func() (CrawlRow, error) {
+		r := CrawlRow{Util: utils[i], Cap: 3, MaxAtOnce: 3}
+		if i == 0 {
+			r.MaxAtOnce, r.OverCap = 4, 1 // the worst crawl is not the median one
+		}
+		i++
+		return r, nil
+	})
+	if err != nil || row.Util != 0.85 || row.UtilMin != 0.8 || row.UtilMax != 0.9 || row.Runs != 3 {
+		t.Fatalf("median row %+v %v", row, err)
+	}
+	if row.MaxAtOnce != 4 || row.OverCap != 1 {
+		t.Fatalf("an over-cap crawl hidden behind the median: %+v", row)
+	}
+}

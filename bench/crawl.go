@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,8 +34,11 @@ type CrawlRow struct {
 	Steady         float64 // pages/s between 10% and 90% of the pages
 	Ideal          float64 // min(all workers, Σ cap) ÷ page latency
 	Util           float64 // Steady ÷ Ideal
-	MaxAtOnce      int     // most requests in flight at any one site
-	OverCap        int64   // requests that started with the cap already in flight, all sites
+	Runs           int     // crawls made of this row; the median by Util is shown
+	UtilMin        float64 // the lowest and highest Util of those crawls
+	UtilMax        float64
+	MaxAtOnce      int   // most requests in flight at any one site
+	OverCap        int64 // requests that started with the cap already in flight, all sites
 	Disallowed     int64
 	RobotsFetches  int64
 	RoundTrips     float64       // Redis round trips per page, counted by the crawler processes (0 for colly)
@@ -191,18 +196,42 @@ func scanLog(r interface{ Read([]byte) (int, error) }) (trips int64, tail []stri
 
 // Utilisation crawls the sites with each of procsList processes sharing one
 // crawl, totalWorkers split between them, in the default semaphore mode
-// (locked), then once more with one process in atomic mode.
-func Utilisation(ctx context.Context, s CrawlSpec, procsList []int, totalWorkers int) ([]CrawlRow, error) {
+// (locked), then with one process in atomic mode. Each row is the median of
+// runs crawls, with their range: on a shared machine one crawl's figure
+// moves by several points.
+func Utilisation(ctx context.Context, s CrawlSpec, procsList []int, totalWorkers, runs int) ([]CrawlRow, error) {
 	var rows []CrawlRow
 	for _, procs := range procsList {
-		row, err := s.polite(ctx, fmt.Sprintf("polite, %d process(es)", procs), "locked", procs, (totalWorkers+procs-1)/procs)
+		row, err := median(runs, func() (CrawlRow, error) {
+			return s.polite(ctx, fmt.Sprintf("polite, %d process(es)", procs), "locked", procs, (totalWorkers+procs-1)/procs)
+		})
 		if err != nil {
 			return nil, err
 		}
 		rows = append(rows, row)
 	}
-	row, err := s.polite(ctx, "polite atomic, 1 process", "atomic", 1, totalWorkers)
+	row, err := median(runs, func() (CrawlRow, error) { return s.polite(ctx, "polite atomic, 1 process", "atomic", 1, totalWorkers) })
 	return append(rows, row), err
+}
+
+// median makes runs crawls and returns the one of median utilisation, with
+// the range of all and the worst safety figures of any.
+func median(runs int, crawl func() (CrawlRow, error)) (CrawlRow, error) {
+	var all []CrawlRow
+	for i := 0; i < max(runs, 1); i++ {
+		row, err := crawl()
+		if err != nil {
+			return CrawlRow{}, err
+		}
+		all = append(all, row)
+	}
+	slices.SortFunc(all, func(a, b CrawlRow) int { return cmp.Compare(a.Util, b.Util) })
+	m := all[len(all)/2]
+	m.Runs, m.UtilMin, m.UtilMax = len(all), all[0].Util, all[len(all)-1].Util
+	for _, r := range all {
+		m.MaxAtOnce, m.OverCap, m.Disallowed = max(m.MaxAtOnce, r.MaxAtOnce), max(m.OverCap, r.OverCap), max(m.Disallowed, r.Disallowed)
+	}
+	return m, nil
 }
 
 // polite crawls the sites with procs `crawler run` processes of workers

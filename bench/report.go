@@ -161,7 +161,11 @@ func (r *Report) verdicts() []verdict {
 		if strings.HasPrefix(x.Name, "colly") {
 			continue
 		}
-		v = append(v, verdict{"crawl utilisation, " + x.Name, "≥ 90% of the ideal, 0 starts over cap", fmt.Sprintf("%.0f%%, %d over", 100*x.Util, x.OverCap), x.Util >= 0.9 && x.OverCap == 0 && x.MaxAtOnce <= x.Cap})
+		got := fmt.Sprintf("%.0f%%, %d over", 100*x.Util, x.OverCap)
+		if x.Runs > 1 {
+			got = fmt.Sprintf("%.0f%% (median of %d; %.0f–%.0f), %d over", 100*x.Util, x.Runs, 100*x.UtilMin, 100*x.UtilMax, x.OverCap)
+		}
+		v = append(v, verdict{"crawl utilisation, " + x.Name, "≥ 90% of the ideal, 0 starts over cap", got, x.Util >= 0.9 && x.OverCap == 0 && x.MaxAtOnce <= x.Cap})
 	}
 	return v
 }
@@ -258,7 +262,7 @@ func (r *Report) crawlSection(p func(string, ...any)) {
 	c := r.CrawlSpec
 	p("## Crawl: utilisation of the sites' caps")
 	p("")
-	p("%d sites × %d pages, each page %s, cap %d each: the ideal is Σ cap ÷ latency = **%.0f pages/s**, given enough workers (%d, split between the processes). \"Steady\" is the rate between 10%% and 90%% of the pages, leaving out start-up and the crawl's tail; every figure but round trips is counted at the test sites or read from Redis.",
+	p("%d sites × %d pages, each page %s, cap %d each: the ideal is Σ cap ÷ latency = **%.0f pages/s**, given enough workers (%d, split between the processes). \"Steady\" is the rate between 10%% and 90%% of the pages, leaving out start-up and the crawl's tail; every figure but round trips is counted at the test sites or read from Redis. A row that was crawled more than once shows its median crawl, with the lowest and highest utilisation of all its crawls in brackets and the worst of their safety figures.",
 		c.Sites, c.Pages, c.Latency, siteCap, float64(c.Sites*siteCap)/c.Latency.Seconds(), c.Sites*siteCap+12)
 	p("")
 	p("![crawl](%s/crawl.svg)", ChartsDir)
@@ -295,8 +299,12 @@ func crawlTable(p func(string, ...any), rows []CrawlRow) {
 		if !strings.HasPrefix(x.Name, "colly") {
 			trips, cpu = fmt.Sprintf("%.1f", x.RoundTrips), fmt.Sprintf("%.0f µs", float64(x.RedisCPU)/float64(time.Microsecond))
 		}
-		p("| %s | %d | %d × %d | %d | %d | %.1f | %.0f | %.0f | **%.0f%%** | %d | %d | %d | %d | %s | %s | %.0f%% |", x.Name, x.Sites, x.Procs, x.Workers,
-			x.Pages, x.Duplicates, x.Seconds, x.Steady, x.Ideal, 100*x.Util, x.MaxAtOnce, x.OverCap, x.Disallowed, x.RobotsFetches, trips, cpu, 100*x.MachineBusy)
+		util := fmt.Sprintf("**%.0f%%**", 100*x.Util)
+		if x.Runs > 1 {
+			util += fmt.Sprintf(" (%.0f–%.0f)", 100*x.UtilMin, 100*x.UtilMax)
+		}
+		p("| %s | %d | %d × %d | %d | %d | %.1f | %.0f | %.0f | %s | %d | %d | %d | %d | %s | %s | %.0f%% |", x.Name, x.Sites, x.Procs, x.Workers,
+			x.Pages, x.Duplicates, x.Seconds, x.Steady, x.Ideal, util, x.MaxAtOnce, x.OverCap, x.Disallowed, x.RobotsFetches, trips, cpu, 100*x.MachineBusy)
 	}
 }
 

@@ -87,9 +87,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r.Machine = machine(ctx, rdb)
 
-	pairs, tput, hot, crawlPages, procs, scaleSecs := 3000, 5*time.Second, 10*time.Second, 300, []int{1, 2, 4}, 4.0
+	pairs, tput, hot, crawlPages, procs, runs, scaleSecs := 3000, 5*time.Second, 10*time.Second, 300, []int{1, 2, 4}, 3, 4.0
 	if o.Quick {
-		pairs, tput, hot, crawlPages, procs, scaleSecs = 300, time.Second, 2*time.Second, 25, []int{1, 2}, 0.5
+		pairs, tput, hot, crawlPages, procs, runs, scaleSecs = 300, time.Second, 2*time.Second, 25, []int{1, 2}, 1, 0.5
 	}
 	r.HotSpec = HotSiteSpec{Exe: o.Exe, RedisAddr: o.RedisAddr, Procs: 4, WaitersPerProc: 8, Limit: 3, Hold: 2 * time.Millisecond, Duration: hot}
 	r.CrawlSpec = CrawlSpec{Exe: o.Exe, RedisAddr: o.RedisAddr, UserAgent: o.UserAgent, Sites: 20, Pages: crawlPages, Latency: 50 * time.Millisecond}
@@ -118,8 +118,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	if on("crawl") {
-		logf("crawl: %d sites x %d pages, %s each, cap %d; polite with %v processes", r.CrawlSpec.Sites, crawlPages, r.CrawlSpec.Latency, siteCap, procs)
-		if r.Crawl, err = Utilisation(ctx, r.CrawlSpec, procs, r.CrawlSpec.Sites*siteCap+12); err != nil {
+		logf("crawl: %d sites x %d pages, %s each, cap %d; polite with %v processes, %d crawls each", r.CrawlSpec.Sites, crawlPages, r.CrawlSpec.Latency, siteCap, procs, runs)
+		if r.Crawl, err = Utilisation(ctx, r.CrawlSpec, procs, r.CrawlSpec.Sites*siteCap+12, runs); err != nil {
 			return nil, err
 		}
 		for _, n := range []int{1, 4} {
