@@ -153,6 +153,10 @@ func (c *Crawler) Run(ctx context.Context) error {
 // the sites' capacity than with this bound.
 const fullSiteRecheck = 250 * time.Millisecond
 
+// recheckFull is fullSiteRecheck with jitter, so that workers deferring
+// the same site do not come back together.
+func recheckFull() time.Duration { return fullSiteRecheck + rand.N(fullSiteRecheck/4) }
+
 // result is one fetch, as written to Options.Out.
 type result struct {
 	URL       string    `json:"url"`
@@ -249,7 +253,7 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 		// while another site is ready.
 		other, oerr := c.fr.Next(ctx)
 		if oerr == nil {
-			c.settle(ctx, it, c.fr.Defer(ctx, it, fullSiteRecheck+rand.N(fullSiteRecheck/4)))
+			c.settle(ctx, it, c.fr.Defer(ctx, it, recheckFull()))
 			return &turn{other, nil}
 		}
 		if errors.As(oerr, new(*frontier.EmptyError)) {
@@ -266,7 +270,7 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 		// otherwise (a lease run out, another crawl sharing the site).
 		wait := busy.Wait
 		if busy.Full {
-			wait = min(wait, fullSiteRecheck+rand.N(fullSiteRecheck/4))
+			wait = min(wait, recheckFull())
 		}
 		c.settle(ctx, it, c.fr.Defer(ctx, it, min(max(wait, time.Millisecond), 2*time.Second)))
 		return nil
