@@ -25,6 +25,7 @@ type Config struct {
 	Redis         string        `yaml:"redis" env:"CRAWLER_REDIS_URL" flag:"redis" help:"Redis URL: redis://[user:password@]host:port[/db], or rediss:// for TLS"`
 	RedisCluster  []string      `yaml:"redis_cluster" env:"CRAWLER_REDIS_CLUSTER" flag:"redis-cluster" help:"Redis Cluster node addresses, comma-separated (instead of --redis; user, password and TLS from --redis)"`
 	RedisSentinel string        `yaml:"redis_sentinel" env:"CRAWLER_REDIS_SENTINEL" flag:"redis-sentinel" help:"Sentinel: master@host:port,host:port (instead of --redis; user, password and TLS from --redis)"`
+	RedisCA       string        `yaml:"redis_ca" env:"CRAWLER_REDIS_CA" flag:"redis-ca" help:"PEM file of CA certificates to trust for rediss:// besides the system's (a private CA)"`
 	Prefix        string        `yaml:"prefix" env:"CRAWLER_PREFIX" flag:"prefix" help:"prefix of every Redis key"`
 	Crawl         string        `yaml:"crawl" env:"CRAWLER_CRAWL" flag:"crawl" help:"name of the crawl; workers with the same name share it"`
 	MaxPerSite    int           `yaml:"max_per_site" env:"CRAWLER_MAX_PER_SITE" flag:"max-per-site" help:"most requests at once per site, fleet-wide (robots.txt may ask for fewer)"`
@@ -210,6 +211,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Semaphore != "locked" && c.Semaphore != "atomic" {
 		bad("semaphore", "%q: want locked or atomic", c.Semaphore)
+	}
+	if c.RedisCA != "" {
+		if !strings.HasPrefix(c.Redis, "rediss://") {
+			bad("redis-ca", "only with a rediss:// (TLS) --redis URL")
+		} else if _, err := c.caPool(); err != nil {
+			bad("redis-ca", "%v", err)
+		}
 	}
 	if c.MaxPages < 0 {
 		bad("max-pages", "%d: want >= 0", c.MaxPages)

@@ -85,3 +85,21 @@ func TestRedisOptions(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// --redis-ca names a PEM file of CA certificates, and only goes with TLS.
+func TestRedisCA(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.pem")
+	os.WriteFile(junk, []byte("not a certificate"), 0o644)
+	for _, c := range []struct{ url, ca, want string }{
+		{"rediss://127.0.0.1:6380", filepath.Join(dir, "missing.pem"), "--redis-ca"},
+		{"rediss://127.0.0.1:6380", junk, "holds no PEM certificate"},
+		{"redis://127.0.0.1:6379", junk, "only with a rediss://"},
+	} {
+		cfg := Default()
+		cfg.Redis, cfg.RedisCA = c.url, c.ca
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s with --redis-ca %s: %v, want %q", c.url, c.ca, err, c.want)
+		}
+	}
+}

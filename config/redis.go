@@ -1,7 +1,9 @@
 package config
 
 import (
+	"crypto/x509"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -21,6 +23,13 @@ func (c *Config) RedisOptions() (*redis.UniversalOptions, error) {
 		Password:  single.Password,
 		DB:        single.DB,
 		TLSConfig: single.TLSConfig,
+	}
+	if c.RedisCA != "" && o.TLSConfig != nil {
+		pool, err := c.caPool()
+		if err != nil {
+			return nil, fmt.Errorf("config: --redis-ca: %w", err)
+		}
+		o.TLSConfig.RootCAs = pool
 	}
 	switch {
 	case len(c.RedisCluster) > 0:
@@ -44,4 +53,20 @@ func (c *Config) RedisAddrs() string {
 		return o.Addr
 	}
 	return c.Redis
+}
+
+// caPool is the system's certificate pool with --redis-ca's added.
+func (c *Config) caPool() (*x509.CertPool, error) {
+	pem, err := os.ReadFile(c.RedisCA)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", c.RedisCA)
+	}
+	return pool, nil
 }

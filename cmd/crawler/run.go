@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -82,6 +83,10 @@ func connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (redis.U
 		if err == nil {
 			return rdb, nil
 		}
+		if why := permanent(err); why != "" {
+			rdb.Close()
+			return nil, fmt.Errorf("Redis at %s %s: %w", cfg.RedisAddrs(), why, err)
+		}
 		if try == 5 || ctx.Err() != nil {
 			rdb.Close()
 			return nil, fmt.Errorf("cannot reach Redis at %s: %w", cfg.RedisAddrs(), err)
@@ -93,6 +98,22 @@ func connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (redis.U
 		}
 		backoff *= 2
 	}
+}
+
+// permanent says why err will not go away by trying again (wrong
+// credentials, an untrusted or missing TLS certificate), or "".
+func permanent(err error) string {
+	var cert *tls.CertificateVerificationError
+	var rerr redis.Error
+	switch {
+	case errors.As(err, &cert):
+		return "has a TLS certificate this host does not trust (give its CA with --redis-ca FILE)"
+	case strings.Contains(err.Error(), "first record does not look like a TLS handshake"):
+		return "does not speak TLS (use redis:// rather than rediss://)"
+	case errors.As(err, &rerr) && (strings.HasPrefix(err.Error(), "WRONGPASS") || strings.HasPrefix(err.Error(), "NOAUTH")):
+		return "refused the credentials (user and password in --redis)"
+	}
+	return ""
 }
 
 func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -151,6 +172,9 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxBodySize: cfg.MaxBodySize, Timeout: cfg.Timeout, Forever: cfg.Forever, Out: out, Log: log, Observer: m})
 	added, err := c.Seed(ctx, seeds)
 	if err != nil {
+		if strings.Contains(err.Error(), "NOPERM") {
+			return fmt.Errorf("seeding: %w (the Redis user may not use keys under --prefix %s)", err, cfg.Prefix)
+		}
 		return fmt.Errorf("seeding: %w", err)
 	}
 	log.Info("crawl started", "crawl", cfg.Crawl, "redis", cfg.RedisAddrs(), "seeds", len(seeds), "new", added,

@@ -10,6 +10,7 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -33,6 +34,11 @@ type Server struct {
 	Addr string
 	// Dir is the server's working directory (removed by Close).
 	Dir string
+	// CAFile is the PEM of the CA that signed a TLS server's certificate
+	// (StartTLS); empty for a plain server.
+	CAFile string
+
+	tls *tls.Config // for clients of a TLS server
 
 	cmd       *exec.Cmd
 	exited    chan struct{}
@@ -47,11 +53,26 @@ func Start(extra ...string) (*Server, error) {
 	if err != nil {
 		return nil, ErrNotInstalled
 	}
+	return startN(bin, extra, false)
+}
+
+// StartTLS is Start for a server that speaks only TLS, with a certificate
+// for 127.0.0.1 signed by a CA made for it (Server.CAFile). Client, and the
+// wait for PING, trust that CA.
+func StartTLS(extra ...string) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	return startN(bin, extra, true)
+}
+
+func startN(bin string, extra []string, useTLS bool) (*Server, error) {
 	var lastErr error
 	// A free port can be taken by someone else between our probe and
 	// redis-server's bind; a few attempts make that race harmless.
 	for attempt := 0; attempt < 5; attempt++ {
-		s, err := start(bin, extra)
+		s, err := start(bin, extra, useTLS)
 		if err == nil {
 			return s, nil
 		}
@@ -60,7 +81,7 @@ func Start(extra ...string) (*Server, error) {
 	return nil, lastErr
 }
 
-func start(bin string, extra []string) (*Server, error) {
+func start(bin string, extra []string, useTLS bool) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -69,15 +90,25 @@ func start(bin string, extra []string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	args := append([]string{
-		"--port", strconv.Itoa(port),
+	listen := []string{"--port", strconv.Itoa(port)}
+	var clientTLS *tls.Config
+	if useTLS {
+		if clientTLS, err = writeCerts(dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		listen = []string{"--port", "0", "--tls-port", strconv.Itoa(port), "--tls-cert-file", dir + "/server.pem",
+			"--tls-key-file", dir + "/server.key", "--tls-ca-cert-file", dir + "/ca.pem", "--tls-auth-clients", "no"}
+	}
+	args := append(listen, []string{
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", dir,
 		"--protected-mode", "no",
 		"--loglevel", "warning",
-	}, extra...)
+	}...)
+	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)
 	stderr, err := os.Create(dir + "/redis.log")
 	if err != nil {
@@ -93,7 +124,10 @@ func start(bin string, extra []string) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("redistest: start %s: %w", bin, err)
 	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, cmd: cmd, exited: make(chan struct{})}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, cmd: cmd, exited: make(chan struct{}), tls: clientTLS}
+	if useTLS {
+		s.CAFile = dir + "/ca.pem"
+	}
 	go func() { // owned by s; ends when the process exits (Close makes it exit)
 		cmd.Wait()
 		stderr.Close()
@@ -110,11 +144,12 @@ func start(bin string, extra []string) (*Server, error) {
 func (s *Server) waitReady(limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, TLSConfig: s.tls})
 	defer c.Close()
 	for {
 		err := c.Ping(ctx).Err()
-		if err == nil {
+		var reply redis.Error
+		if err == nil || errors.As(err, &reply) { // a reply, even NOAUTH (--requirepass, ACLs): it is up
 			return nil
 		}
 		select {
@@ -129,7 +164,7 @@ func (s *Server) waitReady(limit time.Duration) error {
 
 // Client returns a new client for the server; the caller closes it.
 func (s *Server) Client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: s.Addr})
+	return redis.NewClient(&redis.Options{Addr: s.Addr, TLSConfig: s.tls})
 }
 
 // Close stops the server (SIGTERM, then SIGKILL after 5 s) and removes its

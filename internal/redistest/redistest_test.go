@@ -2,10 +2,14 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
+	"os"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestStartAndClose(t *testing.T) {
@@ -51,5 +55,33 @@ func TestMissingBinarySaysHowToInstall(t *testing.T) {
 	_, err := Start()
 	if !errors.Is(err, ErrNotInstalled) {
 		t.Fatalf("Start without redis-server: %v", err)
+	}
+}
+
+// A TLS server answers only over TLS, to a client that trusts its CA.
+func TestStartTLS(t *testing.T) {
+	s, err := StartTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	c := s.Client()
+	defer c.Close()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("TLS client: %v", err)
+	}
+	if _, err := os.Stat(s.CAFile); err != nil {
+		t.Fatal(err)
+	}
+	plain := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer plain.Close()
+	if err := plain.Ping(ctx).Err(); err == nil {
+		t.Fatal("a plain client was answered by a TLS-only server")
+	}
+	untrusting := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, TLSConfig: &tls.Config{}})
+	defer untrusting.Close()
+	if err := untrusting.Ping(ctx).Err(); err == nil {
+		t.Fatal("a client that does not trust the CA got through")
 	}
 }
