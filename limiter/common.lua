@@ -15,6 +15,14 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- The server time in ms rounded up, for the start of a hold-off (crawl
+-- delay, backoff): a delay is a minimum, so it must not start in the
+-- millisecond that has already begun.
+local function now_ms_up()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
+end
+
 -- Drop entries whose lease ran out, from holders and then from owners.
 -- ZINTERSTORE rewrites owners, which drops its TTL: set it again.
 local function prune(now, lease, ttl)

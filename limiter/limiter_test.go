@@ -441,3 +441,37 @@ func TestReleaseKeepsLongerBackoff(t *testing.T) {
 		}
 	})
 }
+
+// A crawl delay or a backoff is a minimum: the next-request time it sets is
+// never less than the true server time (µs) before the call plus the delay,
+// though Redis time is kept in whole ms.
+func TestHoldOffRoundsUp(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := context.Background()
+		rdb := newClient(t)
+		l := newLimiter(t, rdb, Options{Mode: mode})
+		k := keysFor(testPrefix(t), "a.example")
+		const delay = 200 * time.Millisecond
+		for i := 0; i < 20; i++ {
+			p, err := l.TryAcquireRule(ctx, "a.example", Rule{Limit: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.rule.Delay = delay // released as a permit with a crawl delay
+			before := rdb.Time(ctx).Val()
+			p.Release(ctx)
+			next, _ := rdb.Get(ctx, k.next).Int64()
+			if want := before.Add(delay); time.UnixMilli(next).Before(want) {
+				t.Fatalf("release: next %d ms is %s before the release began + %s", next, want.Sub(time.UnixMilli(next)), delay)
+			}
+			rdb.Del(ctx, k.next)
+			before = rdb.Time(ctx).Val()
+			l.Backoff(ctx, "a.example", delay)
+			next, _ = rdb.Get(ctx, k.next).Int64()
+			if want := before.Add(delay); time.UnixMilli(next).Before(want) {
+				t.Fatalf("backoff: next %d ms is %s early", next, want.Sub(time.UnixMilli(next)))
+			}
+			rdb.Del(ctx, k.next)
+		}
+	})
+}

@@ -16,8 +16,9 @@ if ARGV[5] == '1' and delay > 0 then
   -- The crawl delay starts now, unless a longer hold-off (a Backoff) is in
   -- place: never shorten that.
   now = now_ms()
-  if now + delay > next_at() then
-    redis.call('SET', KEYS[5], now + delay, 'PX', delay + lease)
+  local at = now_ms_up() + delay
+  if at > next_at() then
+    redis.call('SET', KEYS[5], at, 'PX', delay + lease + 1)
   end
   wait = delay
 end
