@@ -38,7 +38,9 @@ type Server struct {
 	// (StartTLS); empty for a plain server.
 	CAFile string
 
-	tls *tls.Config // for clients of a TLS server
+	tls  *tls.Config // for clients of a TLS server
+	bin  string      // redis-server, and the arguments it runs with
+	args []string
 
 	cmd       *exec.Cmd
 	exited    chan struct{}
@@ -109,11 +111,28 @@ func start(bin string, extra []string, useTLS bool) (*Server, error) {
 		"--loglevel", "warning",
 	}...)
 	args = append(args, extra...)
-	cmd := exec.Command(bin, args...)
-	stderr, err := os.Create(dir + "/redis.log")
-	if err != nil {
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, tls: clientTLS, bin: bin, args: args}
+	if useTLS {
+		s.CAFile = dir + "/ca.pem"
+	}
+	if err := s.launch(); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("redistest: %w", err)
+		return nil, err
+	}
+	if err := s.waitReady(10 * time.Second); err != nil {
+		log := tail(dir + "/redis.log")
+		s.Close()
+		return nil, fmt.Errorf("redistest: redis-server on port %d did not come up: %w; log: %s", port, err, log)
+	}
+	return s, nil
+}
+
+// launch starts the redis-server process, logging to Dir/redis.log.
+func (s *Server) launch() error {
+	cmd := exec.Command(s.bin, s.args...)
+	stderr, err := os.OpenFile(s.Dir+"/redis.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("redistest: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	// Own process group, so a signal to the test binary's group does not
@@ -121,24 +140,28 @@ func start(bin string, extra []string, useTLS bool) (*Server, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		stderr.Close()
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("redistest: start %s: %w", bin, err)
+		return fmt.Errorf("redistest: start %s: %w", s.bin, err)
 	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, cmd: cmd, exited: make(chan struct{}), tls: clientTLS}
-	if useTLS {
-		s.CAFile = dir + "/ca.pem"
-	}
-	go func() { // owned by s; ends when the process exits (Close makes it exit)
+	exited := make(chan struct{})
+	s.cmd, s.exited = cmd, exited
+	go func() { // owned by s; ends when the process exits (Close or Restart makes it exit)
 		cmd.Wait()
 		stderr.Close()
-		close(s.exited)
+		close(exited)
 	}()
-	if err := s.waitReady(10 * time.Second); err != nil {
-		log := tail(dir + "/redis.log")
-		s.Close()
-		return nil, fmt.Errorf("redistest: redis-server on port %d did not come up: %w; log: %s", port, err, log)
+	return nil
+}
+
+// Restart kills the server (SIGKILL: a crash) and starts it again on the
+// same address, empty (persistence is off), waiting until it answers. It
+// must not run concurrently with Close.
+func (s *Server) Restart() error {
+	s.cmd.Process.Kill()
+	<-s.exited
+	if err := s.launch(); err != nil {
+		return err
 	}
-	return s, nil
+	return s.waitReady(10 * time.Second)
 }
 
 func (s *Server) waitReady(limit time.Duration) error {

@@ -85,3 +85,24 @@ func TestStartTLS(t *testing.T) {
 		t.Fatal("a client that does not trust the CA got through")
 	}
 }
+
+// Restart is a crash and a restart: same address, no data.
+func TestRestart(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	c := s.Client()
+	defer c.Close()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Exists(ctx, "k").Result(); err != nil || n != 0 {
+		t.Fatalf("after a restart: exists %d, %v; want an empty server answering", n, err)
+	}
+}
