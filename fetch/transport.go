@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/polite-crawler/polite/limiter"
@@ -204,9 +205,24 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.Limiter.Backoff(context.WithoutCancel(ctx), site, d)
 		}
 	}
-	resp.Body = &permitBody{ReadCloser: resp.Body, done: func() { cancel(); t.release(p) }}
+	empty := resp.ContentLength == 0 // nothing the site could still be sending
+	resp.Body = &permitBody{ReadCloser: resp.Body, done: func(early bool) {
+		cancel()
+		if early && !empty {
+			// Hung up before the end: the site goes on sending until it
+			// notices, so its slot is not free yet.
+			time.Sleep(AbortGrace)
+		}
+		t.release(p)
+	}}
 	return resp, nil
 }
+
+// AbortGrace is how long a permit is kept after its body is closed before
+// the end (over the size cap, cancelled, or left unread), so that the site
+// notices the dropped connection and stops before the next request to it
+// starts. A body read to its end is released at once.
+const AbortGrace = 50 * time.Millisecond
 
 func (t *Transport) acquire(ctx context.Context, site string, rule limiter.Rule) (*limiter.Permit, error) {
 	t.mu.Lock()
@@ -248,16 +264,25 @@ func (t *Transport) observe(f func(Observer)) {
 }
 
 // permitBody releases the permit when the body is closed (not at EOF: a
-// reader may stop early), once.
+// reader may stop early), once, saying whether it was closed before its end.
 type permitBody struct {
 	io.ReadCloser
 	once sync.Once
-	done func()
+	eof  atomic.Bool
+	done func(early bool)
+}
+
+func (b *permitBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
 }
 
 func (b *permitBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.once.Do(b.done)
+	b.once.Do(func() { b.done(!b.eof.Load()) })
 	return err
 }
 

@@ -276,3 +276,34 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// A download closed before its end (a body over the size cap, a cancelled
+// request) is still being sent by the site until it notices: the slot is
+// given back only after that, so the next request does not overlap it at
+// the site.
+func TestEarlyCloseDoesNotOverlapAtTheSite(t *testing.T) {
+	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 4, Links: 1, Huge: 1, HugeBytes: 64 << 20, Robots: testserver.Robots{Concurrency: 1}})
+	client := &http.Client{Transport: tr}
+	u := ts.Sites()[0].URL + "/huge/0"
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				resp, err := client.Get(u)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.CopyN(io.Discard, resp.Body, 64<<10) // read a little, then hang up
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	st := ts.Stats().Sites[0]
+	if st.Requests < 60 || st.MaxInFlight > 1 || st.OverCap > 0 {
+		t.Fatalf("%d requests, %d at once, %d starts over cap 1", st.Requests, st.MaxInFlight, st.OverCap)
+	}
+}
