@@ -41,6 +41,12 @@ func startSites(t *testing.T, preset string, n int) (*testserver.Server, []strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveSites(t, p)
+}
+
+// serveSites serves p's sites until the test ends, and returns their seeds.
+func serveSites(t *testing.T, p testserver.Profile) (*testserver.Server, []string) {
+	t.Helper()
 	ts, err := testserver.New(p, testserver.WithControl(""))
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -18,23 +19,26 @@ func faultSites(t *testing.T) (*testserver.Server, []string) {
 		return testserver.SiteSpec{Pages: 8, Links: 4, Latency: testserver.Duration(20 * time.Millisecond), PageBytes: 2 << 10,
 			Slow: 0.4, SlowFor: testserver.Duration(2500 * time.Millisecond), Robots: r}
 	}
-	p := testserver.Profile{Name: "faults", Seed: 3, Sites: []testserver.SiteSpec{
+	return serveSites(t, testserver.Profile{Name: "faults", Seed: 3, Sites: []testserver.SiteSpec{
 		spec(testserver.Robots{}), spec(testserver.Robots{Concurrency: 2}), spec(testserver.Robots{Concurrency: 1}),
 		spec(testserver.Robots{CrawlDelay: testserver.Duration(200 * time.Millisecond)}),
-	}}
-	ts, err := testserver.New(p, testserver.WithControl(""))
+	}})
+}
+
+// faultCrawl starts a private Redis, the fault sites and 3 crawler
+// processes on them (1 s lease), and returns once 4 requests are in flight:
+// the moment to inject a fault.
+func faultCrawl(t *testing.T, ctx context.Context) (*redistest.Server, *testserver.Server, []*exec.Cmd) {
+	t.Helper()
+	rs, err := redistest.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ts.Close() })
-	var seeds []string
-	for _, s := range ts.Sites() {
-		seeds = append(seeds, s.URL+"/")
-	}
-	return ts, seeds
+	t.Cleanup(rs.Close)
+	ts, seeds := faultSites(t)
+	cmds := fleet(t, ctx, 3, rs.Addr, seeds, "--workers", "6", "--lease", "1s", "--timeout", "8s", "--visibility", "12s")
+	waitInFlight(t, ts, 4)
+	return rs, ts, cmds
 }
 
 // waitInFlight waits until the sites have at least n requests in flight.
@@ -78,16 +82,9 @@ func overCapWindow(ts *testserver.Server) (time.Duration, []int64) {
 // so when Redis answers again and hands their slots on, no site sees more
 // than its cap; the workers carry on and the crawl completes, nothing lost.
 func TestRedisPausedMidCrawl(t *testing.T) {
-	rs, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	ts, seeds := faultSites(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmds := fleet(t, ctx, 3, rs.Addr, seeds, "--workers", "6", "--lease", "1s", "--timeout", "8s", "--visibility", "12s")
-	waitInFlight(t, ts, 4)
+	rs, ts, cmds := faultCrawl(t, ctx)
 	rdb := rs.Client()
 	defer rdb.Close()
 	if err := rdb.Do(ctx, "CLIENT", "PAUSE", 3000, "ALL").Err(); err != nil {
@@ -121,16 +118,9 @@ func TestRedisPausedMidCrawl(t *testing.T) {
 // exits 0 (the crawl's state went with Redis), none crashes, and the
 // longest window in which a site saw more than its cap is measured.
 func TestRedisRestartedEmptyMidCrawl(t *testing.T) {
-	rs, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	ts, seeds := faultSites(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmds := fleet(t, ctx, 3, rs.Addr, seeds, "--workers", "6", "--lease", "1s", "--timeout", "8s", "--visibility", "12s")
-	waitInFlight(t, ts, 4)
+	rs, ts, cmds := faultCrawl(t, ctx)
 	if err := rs.Restart(); err != nil {
 		t.Fatal(err)
 	}
