@@ -239,6 +239,13 @@ func (c *Cache) load(ctx context.Context, site, robotsURL string) (Policy, error
 			return Policy{}, fmt.Errorf("robots: %s: lease: %w", site, err)
 		}
 		if ok {
+			// A fetcher stores the policy before it gives the lease back: if
+			// one did so since our read above, use its policy, not a second
+			// fetch.
+			if n, err := c.rdb.Exists(ctx, k.policy).Result(); err == nil && n == 1 {
+				c.rdb.Eval(context.WithoutCancel(ctx), releaseLease, []string{k.lease}, token)
+				continue
+			}
 			p, err := c.fetchAndStore(ctx, site, robotsURL, k)
 			c.rdb.Eval(context.WithoutCancel(ctx), releaseLease, []string{k.lease}, token)
 			return p, err
