@@ -31,6 +31,18 @@ var commands = []command{
 	{name: "testserver", summary: "serve many local test sites and measure how politely they are crawled", run: runTestserver},
 }
 
+// parseFlags parses args into fs: -h comes back as flag.ErrHelp (exit 0),
+// any other problem as a usage error (exit 2).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErr("%v", err)
+	}
+	return nil
+}
+
 // errUsage marks a usage error: the message is printed and the exit code is 2.
 var errUsage = errors.New("usage")
 

@@ -39,11 +39,8 @@ func loadConfig(name string, args []string, stderr io.Writer, usage func(fs *fla
 	fs.String("config", path, "YAML file of settings (keys as in the flags, with _ for -); flags and CRAWLER_* override it")
 	cfg.Bind(fs)
 	fs.Usage = func() { usage(fs) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil, err
-		}
-		return nil, nil, usageErr("%v", err)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, nil, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, usageErr("invalid settings:\n%v", err)
