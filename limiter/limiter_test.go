@@ -475,3 +475,27 @@ func TestHoldOffRoundsUp(t *testing.T) {
 		}
 	})
 }
+
+// StopMargin makes a permit count as lost that much earlier, so the work
+// it covers has stopped before Redis can hand the slot on; at most Lease/4.
+func TestStopMargin(t *testing.T) {
+	ctx := context.Background()
+	rdb := newClient(t)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	fixed := func() time.Time { return t0 }
+	for _, c := range []struct{ margin, want time.Duration }{
+		{0, time.Second - 20*time.Millisecond - 2*time.Millisecond},
+		{50 * time.Millisecond, time.Second - 72*time.Millisecond},
+		{time.Hour, time.Second - 22*time.Millisecond - 250*time.Millisecond}, // at most Lease/4
+	} {
+		l := newLimiter(t, rdb, Options{Lease: time.Second, StopMargin: c.margin, Now: fixed, Prefix: testPrefix(t) + ":" + c.margin.String()})
+		p, err := l.TryAcquire(ctx, "a.example", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Deadline().Sub(t0); got != c.want {
+			t.Errorf("StopMargin %s: deadline lease - %s, want lease - %s", c.margin, time.Second-got, time.Second-c.want)
+		}
+		p.Release(ctx)
+	}
+}

@@ -48,6 +48,12 @@ type Options struct {
 	// message arrives (a safety net; releases wake waiters directly). Default
 	// 500ms, never more than Lease/3.
 	Poll time.Duration
+	// StopMargin is how much earlier than the rounding margin a permit that
+	// cannot be refreshed counts as lost, so that the work it covers has
+	// stopped at the far end (a site noticing a dropped connection) before
+	// Redis can hand its slot on. Default 0; at most Lease/4. The crawler
+	// uses fetch.AbortGrace.
+	StopMargin time.Duration
 	// Now is the worker's clock. The limiter takes all lease and ordering
 	// decisions from Redis TIME and uses this clock only to time its own
 	// waits, so a skewed clock changes nothing. Default time.Now.
@@ -66,6 +72,13 @@ func (o *Options) lease() time.Duration {
 		return 10 * time.Second
 	}
 	return max(o.Lease, 100*time.Millisecond)
+}
+
+func (o *Options) stopMargin() time.Duration {
+	if o == nil || o.StopMargin <= 0 {
+		return 0
+	}
+	return min(o.StopMargin, o.lease()/4)
 }
 
 func (o *Options) prefix() string {

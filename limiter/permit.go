@@ -14,9 +14,10 @@ import (
 // confirmed it (Acquire, Refresh, or the keep-alive). The holder measures that
 // on its own clock from just before the confirming request was sent, which is
 // never later than the server time Redis recorded, and gives up a small margin
-// (Lease/50 + 2ms, for millisecond rounding and clock-rate drift) early. So
-// when Redis is unreachable, paused or restarted empty, Done closes before
-// Redis could hand the slot to anyone else.
+// (Lease/50 + 2ms, for millisecond rounding and clock-rate drift, plus
+// Options.StopMargin for the work to stop at the far end) early. So when
+// Redis is unreachable, paused or restarted empty, Done closes before Redis
+// could hand the slot to anyone else.
 type Permit struct {
 	l    *Limiter
 	k    keys
@@ -110,7 +111,7 @@ func (p *Permit) Deadline() time.Time {
 
 func (p *Permit) deadline() time.Time {
 	lease := p.l.opts.lease()
-	return p.confirmed.Add(lease - lease/50 - 2*time.Millisecond)
+	return p.confirmed.Add(lease - lease/50 - 2*time.Millisecond - p.l.opts.stopMargin())
 }
 
 func (p *Permit) untilFence() time.Duration {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/polite-crawler/polite/config"
 	"github.com/polite-crawler/polite/crawl"
+	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/metrics"
@@ -146,7 +147,9 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.Semaphore == "atomic" {
 		mode = limiter.ModeAtomic
 	}
-	lim := limiter.New(rdb, &limiter.Options{Mode: mode, Lease: cfg.Lease, Prefix: cfg.Prefix})
+	// A permit that cannot be refreshed stops its download early enough for
+	// the site to notice before Redis hands the slot on.
+	lim := limiter.New(rdb, &limiter.Options{Mode: mode, Lease: cfg.Lease, Prefix: cfg.Prefix, StopMargin: fetch.AbortGrace})
 	defer lim.Close()
 	m := metrics.New()
 	m.CountRoundTrips(rdb)
