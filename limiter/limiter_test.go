@@ -499,3 +499,22 @@ func TestStopMargin(t *testing.T) {
 		p.Release(ctx)
 	}
 }
+
+// A permit confirmed so long ago that its fence has passed is lost the
+// moment it exists, not when a timer gets round to it: a caller checking
+// Err before starting work must not start it.
+func TestPermitPastItsFenceIsLostAtOnce(t *testing.T) {
+	l := newLimiter(t, newClient(t), Options{Lease: time.Second})
+	k := keysFor(testPrefix(t), "a.example")
+	for i := 0; i < 100; i++ {
+		p := newPermit(l, k, "old", Rule{Limit: 1}, time.Now().Add(-2*time.Second), true)
+		if p.Err() == nil {
+			t.Fatalf("try %d: a permit past its fence was usable", i)
+		}
+		select {
+		case <-p.Done():
+		default:
+			t.Fatal("Done not closed")
+		}
+	}
+}

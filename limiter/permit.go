@@ -39,7 +39,14 @@ type Permit struct {
 func newPermit(l *Limiter, k keys, id string, rule Rule, confirmed time.Time, full bool) *Permit {
 	p := &Permit{l: l, k: k, id: id, rule: rule, confirmed: confirmed, full: full}
 	p.ctx, p.lose = context.WithCancelCause(context.Background())
-	p.fence = time.AfterFunc(p.untilFence(), func() { p.lose(ErrPermitLost) })
+	until := p.untilFence()
+	if until <= 0 {
+		// Already past its fence (confirmed from an old heartbeat, then
+		// delayed): lost now, not when a timer gets round to it, or a caller
+		// could start work under it while Redis hands its slot on.
+		p.lose(ErrPermitLost)
+	}
+	p.fence = time.AfterFunc(max(until, 0), func() { p.lose(ErrPermitLost) })
 	return p
 }
 
