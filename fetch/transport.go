@@ -104,9 +104,7 @@ func (t *Transport) WaitHandover(ctx context.Context, u *url.URL, maxWait time.D
 	return t.handover(ctx, u, func(ctx context.Context, site string, rule limiter.Rule) (*limiter.Permit, error) {
 		wctx, cancel := context.WithTimeout(ctx, maxWait)
 		defer cancel()
-		start := time.Now()
-		p, err := t.Limiter.AcquireRule(wctx, site, rule)
-		t.observe(func(o Observer) { o.PermitWait(site, time.Since(start), err) })
+		p, err := t.wait(wctx, site, rule)
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			return nil, &limiter.BusyError{Site: site, Full: true}
 		}
@@ -225,6 +223,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 const AbortGrace = 50 * time.Millisecond
 
 func (t *Transport) acquire(ctx context.Context, site string, rule limiter.Rule) (*limiter.Permit, error) {
+	p, err := t.wait(ctx, site, rule)
+	if err != nil {
+		return nil, err
+	}
+	t.observe(func(o Observer) { o.PermitHeld(1) })
+	return p, nil
+}
+
+// wait takes a permit in the site's line, counted in Waiting meanwhile and
+// reported to the Observer.
+func (t *Transport) wait(ctx context.Context, site string, rule limiter.Rule) (*limiter.Permit, error) {
 	t.mu.Lock()
 	t.waiting++
 	t.mu.Unlock()
@@ -237,7 +246,6 @@ func (t *Transport) acquire(ctx context.Context, site string, rule limiter.Rule)
 	if err != nil {
 		return nil, fmt.Errorf("fetch: permit for %s: %w", site, err)
 	}
-	t.observe(func(o Observer) { o.PermitHeld(1) })
 	return p, nil
 }
 
