@@ -49,20 +49,19 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, rule Rule, o outc
 			l.giveUp(k, id, rule)
 			return nil, ErrClosed
 		case g := <-grants:
-			// A grant counts from our last heartbeat: trust the message only
-			// while that is fresh, else confirm it with a check below.
-			if g.wait == 0 && g.limit <= rule.Limit && now().Sub(beat) < lease/3 {
-				// The releaser saw us among the first g.limit places, after
-				// dropping expired entries; ranks only fall, so the permit
-				// is ours, valid from our last confirmed heartbeat. We
-				// waited, so the site was full and still is.
+			if g.wait > 0 || g.limit > rule.Limit {
+				hint = max(g.wait, time.Millisecond) // crawl delay, or another limit: check then
+				continue
+			}
+			// The releaser saw us among the first g.limit places, after
+			// dropping expired entries; ranks only fall, so the permit is
+			// ours, valid from our last confirmed heartbeat. We waited, so
+			// the site was full and still is. Trust the message only while
+			// that heartbeat is fresh; else confirm it with a check now.
+			if now().Sub(beat) < lease/3 {
 				return newPermit(l, k, id, rule, beat, true), nil
 			}
-			if g.wait == 0 && g.limit <= rule.Limit {
-				hint = 0 // a stale heartbeat: check at once
-			} else {
-				hint = max(g.wait, time.Millisecond) // crawl delay, or another limit: check then
-			}
+			hint = 0
 			continue
 		case <-timer.C:
 		}
