@@ -3,7 +3,7 @@
 -- KEYS: see common.lua (uses KEYS[5], next).
 -- ARGV[1] backoff ms   ARGV[2] lease ms
 -- Returns the server ms before which no permit will be granted.
-local now = now_ms_up()
+local _, now = server_ms()
 local want = now + tonumber(ARGV[1])
 local nxt = next_at()
 if want > nxt then

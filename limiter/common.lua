@@ -10,17 +10,18 @@
 -- Ranks only ever fall (new entries always get a higher counter), so an entry
 -- that has once seen rank < limit keeps it until it leaves.
 
-local function now_ms()
+-- The server time in ms, rounded down (for leases and ordering) and up
+-- (for the start of a hold-off, a crawl delay or backoff: a delay is a
+-- minimum, so it must not start in the millisecond that has already begun).
+local function server_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local s, us = tonumber(t[1]) * 1000, tonumber(t[2])
+  return s + math.floor(us / 1000), s + math.ceil(us / 1000)
 end
 
--- The server time in ms rounded up, for the start of a hold-off (crawl
--- delay, backoff): a delay is a minimum, so it must not start in the
--- millisecond that has already begun.
-local function now_ms_up()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
+local function now_ms()
+  local down = server_ms()
+  return down
 end
 
 -- Drop entries whose lease ran out, from holders and then from owners.

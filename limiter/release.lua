@@ -15,8 +15,9 @@ local wait, now = 0, nil
 if ARGV[5] == '1' and delay > 0 then
   -- The crawl delay starts now, unless a longer hold-off (a Backoff) is in
   -- place: never shorten that.
-  now = now_ms()
-  local at = now_ms_up() + delay
+  local up
+  now, up = server_ms()
+  local at = up + delay
   if at > next_at() then
     redis.call('SET', KEYS[5], at, 'PX', delay + lease + 1)
   end
