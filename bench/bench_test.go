@@ -83,7 +83,7 @@ func TestSafetyHeld(t *testing.T) {
 			HotSpec: HotSiteSpec{Limit: 3},
 			HotSite: []HandoffRow{{Alg: AlgLocked, MaxAtOnce: 3}, {Alg: AlgAtomic, MaxAtOnce: 3}, {Alg: AlgBookFair, MaxAtOnce: 9, OverCapStart: 40}},
 			Crawl:   []CrawlRow{{Name: "polite, 1 process(es)", Cap: 3, MaxAtOnce: 3}, {Name: "colly alone, 4 process(es)", Cap: 3, MaxAtOnce: 12, OverCap: 99}},
-			Scale:   []ScaleRow{{"sites", CrawlRow{Name: "10 sites", Cap: 3, MaxAtOnce: 3}}},
+			Scale:   []CrawlRow{{Name: "10 sites", Cap: 3, MaxAtOnce: 3}},
 		}
 	}
 	if !ok().SafetyHeld() {
@@ -116,7 +116,7 @@ func TestReportWrite(t *testing.T) {
 		Footprint:   &Footprint{BytesPerActiveSite: 500},
 		CrawlSpec:   CrawlSpec{Sites: 20, Pages: 10, Latency: 50 * time.Millisecond},
 		Crawl:       []CrawlRow{{Name: "polite, 1 process(es)", Cap: 3, Util: 0.9}, {Name: "colly <alone> & co", Cap: 3}},
-		Scale:       []ScaleRow{{"sites", CrawlRow{Name: "10 sites, 1 × 32 workers", RoundTrips: 8}}},
+		Scale:       []CrawlRow{{Name: "10 sites, 1 × 32 workers", RoundTrips: 8}},
 	}
 	dir := t.TempDir()
 	if err := r.Write(dir); err != nil {

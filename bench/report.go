@@ -69,7 +69,7 @@ func (r *Report) charts() map[string]string {
 	if len(r.Scale) > 0 {
 		var bars []bar
 		for _, x := range r.Scale {
-			bars = append(bars, bar{x.Name, x.RoundTrips, crawlColor(x.CrawlRow)})
+			bars = append(bars, bar{x.Name, x.RoundTrips, crawlColor(x)})
 		}
 		c["scale.svg"] = barChart("How cost grows: Redis round trips per page", bars, "", nil)
 	}
@@ -283,11 +283,7 @@ func (r *Report) scaleSection(p func(string, ...any)) {
 	p("")
 	p("![scale](%s/scale.svg)", ChartsDir)
 	p("")
-	rows := make([]CrawlRow, len(r.Scale))
-	for i, s := range r.Scale {
-		rows[i] = s.CrawlRow
-	}
-	crawlTable(p, rows)
+	crawlTable(p, r.Scale)
 	p("")
 }
 

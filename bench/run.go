@@ -41,7 +41,7 @@ type Report struct {
 	Footprint   *Footprint
 	Crawl       []CrawlRow
 	CrawlSpec   CrawlSpec
-	Scale       []ScaleRow
+	Scale       []CrawlRow
 }
 
 // SafetyHeld reports whether our limiter kept every cap: at the hot site's
@@ -52,11 +52,7 @@ func (r *Report) SafetyHeld() bool {
 			return false
 		}
 	}
-	crawls := slices.Clone(r.Crawl)
-	for _, s := range r.Scale {
-		crawls = append(crawls, s.CrawlRow)
-	}
-	for _, c := range crawls {
+	for _, c := range slices.Concat(r.Crawl, r.Scale) {
 		if !strings.HasPrefix(c.Name, "colly") && (c.MaxAtOnce > c.Cap || c.OverCap > 0 || c.Disallowed > 0) {
 			return false
 		}

@@ -5,18 +5,12 @@ import (
 	"fmt"
 )
 
-// ScaleRow is one crawl of the cost-growth figures.
-type ScaleRow struct {
-	Vary string // "sites" or "workers"
-	CrawlRow
-}
-
 // Scale shows how the crawl's cost grows: with the number of sites (one
 // process of 32 workers) and with the workers in a process (20 sites). Each
 // crawl is sized to last about secs at the ideal rate, so the figures
 // compare like with like.
-func Scale(ctx context.Context, base CrawlSpec, sites, workers []int, secs float64) ([]ScaleRow, error) {
-	var rows []ScaleRow
+func Scale(ctx context.Context, base CrawlSpec, sites, workers []int, secs float64) ([]CrawlRow, error) {
+	var rows []CrawlRow
 	pagesFor := func(nSites, slots int) int {
 		ideal := float64(slots) / base.Latency.Seconds()
 		return max(4, int(secs*ideal)/nSites)
@@ -29,7 +23,7 @@ func Scale(ctx context.Context, base CrawlSpec, sites, workers []int, secs float
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, ScaleRow{"sites", row})
+		rows = append(rows, row)
 	}
 	for _, w := range workers {
 		s := base
@@ -39,7 +33,7 @@ func Scale(ctx context.Context, base CrawlSpec, sites, workers []int, secs float
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, ScaleRow{"workers", row})
+		rows = append(rows, row)
 	}
 	return rows, nil
 }
