@@ -2,12 +2,19 @@
 -- KEYS: see common.lua.
 -- ARGV[1] entry id        ARGV[2] limit        ARGV[3] lease ms
 -- ARGV[4] key TTL ms      ARGV[5] '1' = join the line when not granted, '0' = leave
+-- ARGV[6] the age in ms the node needs before it may grant (young.lua)
 -- Returns {state, server ms, rank, wait ms}; state 1 granted, 2 queued, 3 busy,
--- 4 contended (ModeLocked holds the site lock: retry after wait ms).
+-- 4 contended (ModeLocked holds the site lock: retry after wait ms), 6 young
+-- (the node may have lost permits in a restart: nothing written, retry after
+-- wait ms).
 local id, limit, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {4, now, -1, math.max(1, redis.call('PTTL', KEYS[4]))}
+end
+local young = young_wait(KEYS[3], tonumber(ARGV[6]))
+if young > 0 then
+  return {6, now, -1, young}
 end
 prune(now, lease, ttl)
 local rank = redis.call('ZCARD', KEYS[2])

@@ -26,8 +26,9 @@ var (
 // ErrBusy with errors.Is.
 type BusyError struct {
 	Site string
-	// Full is true when every permit is out; false when a crawl delay or
-	// backoff is all that stands in the way.
+	// Full is true when every permit is out; false when a crawl delay, a
+	// backoff or a recent Redis restart (see Options.NoRestartGuard) is all
+	// that stands in the way.
 	Full bool
 	// Wait is a hint from Redis. Not Full: exactly how long the delay has
 	// left. Full: when the oldest lease could run out if its holder died;

@@ -18,6 +18,13 @@
 //
 // All times come from Redis TIME; a worker's own clock only times its waits.
 // See DESIGN.md for the keys.
+//
+// A Redis restarted empty has forgotten the permits out, while their holders
+// download on until a refresh finds the permit gone or their own clock stops
+// them, at most one lease later. So a node grants nothing for a site it has
+// no state for until it has been up for a lease plus the site's crawl delay
+// (young.lua; Options.NoRestartGuard).
+
 package limiter
 
 import (
@@ -170,12 +177,25 @@ func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue
 		} else {
 			o, err = l.enterLocked(ctx, k, id, rule, queue)
 		}
-		if err != nil || o.state != stContended {
+		if err != nil {
 			return o, err
 		}
-		// Another worker holds the site lock for a few hundred µs: back off a
-		// little (jittered so contenders spread out) and try again.
-		if err := sleep(ctx, jitter(200*time.Microsecond, min(o.wait, 5*time.Millisecond))); err != nil {
+		switch {
+		case o.state == stContended:
+			// Another worker holds the site lock for a few hundred µs: back
+			// off a little (jittered so contenders spread out) and try again.
+			err = sleep(ctx, jitter(200*time.Microsecond, min(o.wait, 5*time.Millisecond)))
+		case o.state == stYoung && queue:
+			// Redis restarted not long ago (restartGuard): nothing was
+			// written, so there is no place in line to keep. Wait it out.
+			err = l.sleepOpen(ctx, o.wait)
+		case o.state == stYoung:
+			o.state = stBusy
+			return o, nil
+		default:
+			return o, nil
+		}
+		if err != nil {
 			return o, err
 		}
 	}
@@ -183,7 +203,7 @@ func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue
 
 func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule, queue bool) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := acquireScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)), flag(queue)).Int64Slice()
+	v, err := acquireScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)), flag(queue), l.opts.restartGuard(rule)).Int64Slice()
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
 	}

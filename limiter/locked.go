@@ -14,7 +14,8 @@ import (
 // enterLocked is the Redis in Action 6.3 acquire, guarded by the site lock,
 // in two pipelined round trips:
 //
-//  1. SET lock token NX PX; the server time of the site's node; GET counter.
+//  1. SET lock token NX PX; the server time of the site's node and its
+//     restart guard (time.lua); GET counter.
 //  2. Drop expired entries (ZREMRANGEBYSCORE holders, ZINTERSTORE owners =
 //     owners ∩ holders WEIGHTS 1 0); ZCARD owners; read the crawl-delay mark;
 //     take counter+1 (SET counter); ZADD holders now; ZADD owners counter+1;
@@ -39,7 +40,7 @@ func (l *Limiter) enterLocked(ctx context.Context, k keys, id string, rule Rule,
 
 	pipe := l.rdb.Pipeline()
 	locked := pipe.SetNX(ctx, k.lock, token, l.opts.lockTTL())
-	tm := pipe.Eval(ctx, timeLua, []string{k.lock})
+	tm := pipe.Eval(ctx, timeYoungLua, []string{k.lock, k.counter}, l.opts.restartGuard(rule))
 	counterCmd := pipe.Get(ctx, k.counter)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return outcome{}, fmt.Errorf("limiter: acquire %s: lock: %w", k.site, err)
@@ -47,10 +48,14 @@ func (l *Limiter) enterLocked(ctx context.Context, k keys, id string, rule Rule,
 	if !locked.Val() {
 		return outcome{state: stContended, wait: time.Millisecond, sent: sent}, nil
 	}
-	now, err := serverMillis(tm.Val())
+	now, young, err := serverMillis(tm.Val())
 	if err != nil {
 		l.unlock(k, token)
 		return outcome{}, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
+	}
+	if young > 0 {
+		l.unlock(k, token)
+		return outcome{state: stYoung, rank: -1, wait: time.Duration(young) * time.Millisecond, sent: sent}, nil
 	}
 	counter := int64OrZero(counterCmd) + 1
 
@@ -124,13 +129,14 @@ func (l *Limiter) drop(k keys, id string) {
 	pipe.Exec(ctx)
 }
 
-// serverMillis converts a TIME reply (seconds, microseconds) to milliseconds.
-func serverMillis(v any) (int64, error) {
+// serverMillis converts time.lua's reply (seconds, microseconds, restart
+// guard wait in ms) to the server time in milliseconds and the wait.
+func serverMillis(v any) (now, young int64, err error) {
 	parts, ok := v.([]any)
-	if !ok || len(parts) != 2 {
-		return 0, fmt.Errorf("unexpected TIME reply %v", v)
+	if !ok || len(parts) != 3 {
+		return 0, 0, fmt.Errorf("unexpected TIME reply %v", v)
 	}
-	var n [2]int64
+	var n [3]int64
 	for i, p := range parts {
 		var err error
 		switch x := p.(type) {
@@ -142,8 +148,8 @@ func serverMillis(v any) (int64, error) {
 			err = fmt.Errorf("unexpected TIME field %T", p)
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	return n[0]*1000 + n[1]/1000, nil
+	return n[0]*1000 + n[1]/1000, n[2], nil
 }

@@ -54,6 +54,14 @@ type Options struct {
 	// Redis can hand its slot on. Default 0; at most Lease/4. The crawler
 	// uses fetch.AbortGrace.
 	StopMargin time.Duration
+	// NoRestartGuard turns off the restart guard. By default a Redis node
+	// grants no permit for a site whose state it does not have until it has
+	// been up for Lease + the site's crawl delay + 1s: a node that restarted
+	// has forgotten the permits it granted, whose holders may still be
+	// downloading until their next refresh or their own clock stops them.
+	// Set it only when no permit can have come from this Redis before: a
+	// redis-server the program started itself, as benchmarks do.
+	NoRestartGuard bool
 	// Now is the worker's clock. The limiter takes all lease and ordering
 	// decisions from Redis TIME and uses this clock only to time its own
 	// waits, so a skewed clock changes nothing. Default time.Now.
@@ -72,6 +80,16 @@ func (o *Options) lease() time.Duration {
 		return 10 * time.Second
 	}
 	return max(o.Lease, 100*time.Millisecond)
+}
+
+// restartGuard is the age in ms a node needs before it grants a permit under
+// rule to a site whose state it does not have (see young.lua); 0 turns the
+// check off.
+func (o *Options) restartGuard(rule Rule) int64 {
+	if o != nil && o.NoRestartGuard {
+		return 0
+	}
+	return ms(o.lease() + rule.Delay + time.Second)
 }
 
 func (o *Options) stopMargin() time.Duration {

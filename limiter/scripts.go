@@ -2,6 +2,7 @@ package limiter
 
 import (
 	_ "embed"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,8 +20,15 @@ var (
 	unlockLua string
 	//go:embed time.lua
 	timeLua string
+	//go:embed young.lua
+	youngLua string
 
-	acquireScript = redis.NewScript(commonLua + acquireLua)
+	// timeYoungLua is sent whole with EVAL in ModeLocked's first pipelined
+	// round trip (a pipeline cannot fall back from EVALSHA), so without the
+	// comments.
+	timeYoungLua = code(youngLua + timeLua)
+
+	acquireScript = redis.NewScript(commonLua + youngLua + acquireLua)
 	checkScript   = redis.NewScript(commonLua + checkLua)
 	releaseScript = redis.NewScript(commonLua + releaseLua)
 )
@@ -32,4 +40,16 @@ const (
 	stBusy      = 3
 	stContended = 4
 	stLost      = 5
+	stYoung     = 6
 )
+
+// code is a Lua source without its comment lines and blank lines.
+func code(src string) string {
+	var b strings.Builder
+	for line := range strings.Lines(src) {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "--") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}

@@ -124,6 +124,20 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// sleepOpen is sleep that also ends, with ErrClosed, when the Limiter closes.
+func (l *Limiter) sleepOpen(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.hub.done:
+		return ErrClosed
+	case <-t.C:
+		return nil
+	}
+}
+
 // jitter returns a random duration in [lo, max(lo, hi)].
 func jitter(lo, hi time.Duration) time.Duration {
 	if hi <= lo {

@@ -185,6 +185,39 @@ func (s *Server) waitReady(limit time.Duration) error {
 	}
 }
 
+// WaitUptime waits until the server reports an uptime of at least d (whole
+// seconds, as INFO counts them), for at most d plus 10 s. A limiter grants
+// nothing on a server younger than its lease + 1 s (its restart guard), so a
+// test that wants no such wait waits here once.
+func (s *Server) WaitUptime(d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Second)
+	defer cancel()
+	c := s.Client()
+	defer c.Close()
+	for {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return fmt.Errorf("redistest: uptime: %w", err)
+		}
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return fmt.Errorf("redistest: uptime %q: %w", v, err)
+				}
+				if time.Duration(n)*time.Second >= d {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redistest: uptime never reached %s: %w", d, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // Client returns a new client for the server; the caller closes it.
 func (s *Server) Client() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: s.Addr, TLSConfig: s.tls})

@@ -106,3 +106,20 @@ func TestRestart(t *testing.T) {
 		t.Fatalf("after a restart: exists %d, %v; want an empty server answering", n, err)
 	}
 }
+
+// WaitUptime returns once the server has been up that long, and not before.
+func TestWaitUptime(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	began := time.Now()
+	if err := s.WaitUptime(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// INFO counts whole seconds of the wall clock, up to 1 s ahead.
+	if waited := time.Since(began); waited < time.Second {
+		t.Fatalf("returned after %s; want the server at least 1 s old", waited)
+	}
+}
