@@ -60,7 +60,9 @@ type Options struct {
 	// has forgotten the permits it granted, whose holders may still be
 	// downloading until their next refresh or their own clock stops them.
 	// Set it only when no permit can have come from this Redis before: a
-	// redis-server the program started itself, as benchmarks do.
+	// redis-server the program started itself, as benchmarks do. The guard
+	// reads INFO server; where the Redis user may not run INFO (GuardLeft
+	// says so) it is off.
 	NoRestartGuard bool
 	// Now is the worker's clock. The limiter takes all lease and ordering
 	// decisions from Redis TIME and uses this clock only to time its own

@@ -3,10 +3,12 @@ package limiter
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // Redis killed and restarted empty while a permit is held: the restarted
@@ -92,4 +94,62 @@ func TestRestartGuard(t *testing.T) {
 		default:
 		}
 	})
+}
+
+// GuardLeft says how long a fresh server will refuse, and 0 once it grants.
+func TestGuardLeft(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	rdb := rs.Client()
+	defer rdb.Close()
+	ctx := ctxT(t)
+	l := New(rdb, &Options{Lease: time.Second})
+	defer l.Close()
+	left, err := l.GuardLeft(ctx)
+	if err != nil || left <= 0 || left > 2*time.Second {
+		t.Fatalf("GuardLeft on a fresh server: %s, %v; want (0, lease + 1s]", left, err)
+	}
+	if _, err := l.TryAcquire(ctx, "guard.example", 1); !errors.Is(err, ErrBusy) {
+		t.Fatalf("TryAcquire while GuardLeft is %s: %v, want busy", left, err)
+	}
+	time.Sleep(left)
+	if left, err = l.GuardLeft(ctx); err != nil || left > 0 {
+		t.Fatalf("GuardLeft after waiting it out: %s, %v; want 0", left, err)
+	}
+	p, err := l.TryAcquire(ctx, "guard.example", 1)
+	if err != nil {
+		t.Fatalf("TryAcquire once GuardLeft is 0: %v", err)
+	}
+	p.Release(ctx)
+	off := New(rdb, &Options{NoRestartGuard: true})
+	defer off.Close()
+	if left, err := off.GuardLeft(ctx); err != nil || left != 0 {
+		t.Fatalf("GuardLeft with NoRestartGuard: %s, %v; want 0", left, err)
+	}
+}
+
+// A Redis user that may not run INFO gets no guard (permits as before the
+// guard existed), and GuardLeft says why.
+func TestGuardWithoutInfo(t *testing.T) {
+	rs, err := redistest.Start("--user", "lim", "on", ">pw", "~*", "&*", "+@all", "-info", "--user", "default", "off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, Username: "lim", Password: "pw"})
+	defer rdb.Close()
+	ctx := ctxT(t)
+	l := New(rdb, &Options{Lease: time.Second})
+	defer l.Close()
+	if _, err := l.GuardLeft(ctx); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("GuardLeft without INFO: %v, want NOPERM", err)
+	}
+	p, err := l.TryAcquire(ctx, "noinfo.example", 1)
+	if err != nil {
+		t.Fatalf("TryAcquire without INFO: %v, want a permit", err)
+	}
+	p.Release(ctx)
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -58,4 +61,45 @@ func (l *Limiter) Status(ctx context.Context, site string, limit int) (SiteStatu
 	live := int(v[0])
 	held := min(live, rule.Limit)
 	return SiteStatus{Site: site, Holders: held, Waiting: live - held, NextIn: time.Duration(v[1]) * time.Millisecond}, nil
+}
+
+// GuardLeft is how long Redis will still grant nothing for a site it has no
+// state for, under a rule without a crawl delay, because it started less
+// than a lease ago (the restart guard; see Options.NoRestartGuard). It is 0
+// once every node may grant. On Redis Cluster it asks every master.
+func (l *Limiter) GuardLeft(ctx context.Context) (time.Duration, error) {
+	need := time.Duration(l.opts.restartGuard(Rule{})) * time.Millisecond
+	if need == 0 {
+		return 0, nil
+	}
+	var mu sync.Mutex // ForEachMaster asks the masters at once
+	var left time.Duration
+	ask := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return fmt.Errorf("limiter: INFO server: %w", err)
+		}
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
+				up, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return fmt.Errorf("limiter: uptime %q: %w", v, err)
+				}
+				mu.Lock()
+				left = max(left, need-time.Duration(up)*time.Second)
+				mu.Unlock()
+			}
+		}
+		return nil
+	}
+	var err error
+	switch c := l.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, ask)
+	case *redis.Client:
+		err = ask(ctx, c)
+	default:
+		return 0, fmt.Errorf("limiter: GuardLeft: unsupported client %T", l.rdb)
+	}
+	return left, err
 }

@@ -26,7 +26,7 @@ func TestHostileSites(t *testing.T) {
 	ts, seeds := startSites(t, "hostile", 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmds := fleet(t, ctx, 1, rs.Addr, seeds, "--workers", "8", "--max-body-size", "1048576", "--timeout", "10s", "--visibility", "30s")
+	cmds := fleet(t, ctx, 1, rs.Addr, seeds, "--workers", "8", "--lease", "2s", "--max-body-size", "1048576", "--timeout", "10s", "--visibility", "30s")
 	if err := cmds[0].Wait(); err != nil {
 		t.Fatalf("crawler: %v\n%s", err, cmds[0].Stderr)
 	}

@@ -151,6 +151,12 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// the site to notice before Redis hands the slot on.
 	lim := limiter.New(rdb, &limiter.Options{Mode: mode, Lease: cfg.Lease, Prefix: cfg.Prefix, StopMargin: fetch.AbortGrace})
 	defer lim.Close()
+	switch left, err := lim.GuardLeft(ctx); {
+	case err != nil:
+		log.Warn("cannot read Redis's uptime, so the restart guard is off: a Redis restarted empty may hand out permits still held (let the Redis user run INFO)", "err", err)
+	case left > 0:
+		log.Info("Redis started less than a lease ago: no permits until the restart guard ends", "in", left.String())
+	}
 	m := metrics.New()
 	m.CountRoundTrips(rdb)
 	rob := crawl.NewRobotsCache(rdb, lim, cfg.MaxPerSite, robots.CacheOptions{Prefix: cfg.Prefix, UserAgent: cfg.UserAgent,

@@ -33,7 +33,7 @@ func TestSecuredRedis(t *testing.T) {
 		{
 			name: "acl user",
 			start: func() (*redistest.Server, error) {
-				return redistest.Start("--user", "crawler", "on", ">pw", "~acl:*", "&acl:*", "+@all", "-@dangerous", "--user", "default", "off")
+				return redistest.Start("--user", "crawler", "on", ">pw", "~acl:*", "&acl:*", "+@all", "-@dangerous", "+info", "--user", "default", "off")
 			},
 			good: func(s *redistest.Server) []string {
 				return []string{"--redis", "redis://crawler:pw@" + s.Addr, "--prefix", "acl"}
@@ -69,7 +69,7 @@ func TestSecuredRedis(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			// fleet's own --redis comes first; the later one wins.
-			for i, cmd := range fleet(t, ctx, 2, "127.0.0.1:1", seeds, append(c.good(rs), "--workers", "4")...) {
+			for i, cmd := range fleet(t, ctx, 2, "127.0.0.1:1", seeds, append(c.good(rs), "--workers", "4", "--lease", "2s")...) {
 				if err := cmd.Wait(); err != nil {
 					t.Fatalf("worker %d: %v\n%s", i, err, cmd.Stderr)
 				}
