@@ -77,6 +77,22 @@ func overCapWindow(ts *testserver.Server) (time.Duration, []int64) {
 	return time.Duration(longest) * 100 * time.Millisecond, at
 }
 
+// untilNextRequest waits (up to a minute) for the sites' next request and
+// says how long that took.
+func untilNextRequest(ts *testserver.Server) time.Duration {
+	requests := func() (n int64) {
+		for _, s := range ts.Stats().Sites {
+			n += s.Requests
+		}
+		return n
+	}
+	before, from := requests(), time.Now()
+	for requests() == before && time.Since(from) < time.Minute {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(from).Round(time.Millisecond)
+}
+
 // Redis paused (CLIENT PAUSE) for 3 leases while permits are held for slow
 // downloads: holders stop by their own clock before their lease runs out,
 // so when Redis answers again and hands their slots on, no site sees more
@@ -91,18 +107,8 @@ func TestRedisPausedMidCrawl(t *testing.T) {
 		t.Fatal(err)
 	}
 	paused, pausedMs := time.Now(), ts.Stats().UptimeMs
-	requests := func() (n int64) {
-		for _, s := range ts.Stats().Sites {
-			n += s.Requests
-		}
-		return n
-	}
 	time.Sleep(time.Until(paused.Add(3 * time.Second)))
-	before, back := requests(), time.Now()
-	for requests() == before && time.Since(back) < time.Minute {
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Logf("first request %s after Redis answered again", time.Since(back).Round(time.Millisecond))
+	t.Logf("first request %s after Redis answered again", untilNextRequest(ts))
 	for i, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("worker %d: %v\n%s", i, err, cmd.Stderr)
@@ -127,6 +133,7 @@ func TestRedisRestartedEmptyMidCrawl(t *testing.T) {
 		t.Fatal(err)
 	}
 	restartedMs := ts.Stats().UptimeMs
+	t.Logf("first request %s after Redis restarted (lease 1 s)", untilNextRequest(ts))
 	for i, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("worker %d: %v\n%s", i, err, cmd.Stderr)
