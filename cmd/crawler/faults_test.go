@@ -10,14 +10,15 @@ import (
 	"github.com/polite-crawler/polite/testserver"
 )
 
-// faultSites are 4 sites whose slow pages stream for 2.5 s, longer than
-// the crawlers' 1 s lease, so that permits are held across a fault.
-func faultSites(t *testing.T) (*testserver.Server, []string) {
+// faultSites are 4 sites whose slow pages (the share slow of them) stream
+// for 2.5 s, longer than the crawlers' 1 s lease, so that permits are held
+// across a fault.
+func faultSites(t *testing.T, slow float64) (*testserver.Server, []string) {
 	t.Helper()
 	spec := func(r testserver.Robots) testserver.SiteSpec {
 		r.Disallow = []string{"/private/"}
 		return testserver.SiteSpec{Pages: 8, Links: 4, Latency: testserver.Duration(20 * time.Millisecond), PageBytes: 2 << 10,
-			Slow: 0.4, SlowFor: testserver.Duration(2500 * time.Millisecond), Robots: r}
+			Slow: slow, SlowFor: testserver.Duration(2500 * time.Millisecond), Robots: r}
 	}
 	return serveSites(t, testserver.Profile{Name: "faults", Seed: 3, Sites: []testserver.SiteSpec{
 		spec(testserver.Robots{}), spec(testserver.Robots{Concurrency: 2}), spec(testserver.Robots{Concurrency: 1}),
@@ -35,7 +36,7 @@ func faultCrawl(t *testing.T, ctx context.Context) (*redistest.Server, *testserv
 		t.Fatal(err)
 	}
 	t.Cleanup(rs.Close)
-	ts, seeds := faultSites(t)
+	ts, seeds := faultSites(t, 0.4)
 	cmds := fleet(t, ctx, 3, rs.Addr, seeds, "--workers", "6", "--lease", "1s", "--timeout", "8s", "--visibility", "12s")
 	waitInFlight(t, ts, 4)
 	return rs, ts, cmds
@@ -54,6 +55,26 @@ func waitInFlight(t *testing.T, ts *testserver.Server, n int) {
 		}
 	}
 	t.Fatalf("never %d requests in flight", n)
+}
+
+// waitHeld waits until the sites have at least n requests in flight that
+// all started at least age ago: none has started since.
+func waitHeld(t *testing.T, ts *testserver.Server, n int, age time.Duration) {
+	t.Helper()
+	last, since := int64(-1), time.Now()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		inFlight, requests := 0, int64(0)
+		for _, s := range ts.Stats().Sites {
+			inFlight, requests = inFlight+s.InFlight, requests+s.Requests
+		}
+		if requests != last {
+			last, since = requests, time.Now()
+		}
+		if inFlight >= n && time.Since(since) >= age {
+			return
+		}
+	}
+	t.Fatalf("never %d requests in flight for %s", n, age)
 }
 
 // overCapWindow is the longest run of 100 ms steps in which a site had more
@@ -80,17 +101,19 @@ func overCapWindow(ts *testserver.Server) (time.Duration, []int64) {
 // untilNextRequest waits (up to a minute) for the sites' next request and
 // says how long that took.
 func untilNextRequest(ts *testserver.Server) time.Duration {
-	requests := func() (n int64) {
-		for _, s := range ts.Stats().Sites {
-			n += s.Requests
-		}
-		return n
-	}
-	before, from := requests(), time.Now()
-	for requests() == before && time.Since(from) < time.Minute {
+	before, from := totalRequests(ts), time.Now()
+	for totalRequests(ts) == before && time.Since(from) < time.Minute {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return time.Since(from).Round(time.Millisecond)
+}
+
+// totalRequests is the number of requests all the sites have seen.
+func totalRequests(ts *testserver.Server) (n int64) {
+	for _, s := range ts.Stats().Sites {
+		n += s.Requests
+	}
+	return n
 }
 
 // Redis paused (CLIENT PAUSE) for 3 leases while permits are held for slow
@@ -148,4 +171,69 @@ func TestRedisRestartedEmptyMidCrawl(t *testing.T) {
 		t.Errorf("a site was over its cap for %s after Redis restarted empty", window)
 	}
 	checkPolite(t, ts)
+}
+
+// A worker cut off from Redis but not from the sites (its Redis traffic goes
+// through a proxy the test cuts, like a network partition) stops fetching
+// within one lease: it cannot refresh its permits, so its own clock stops
+// its downloads, and it can take no new ones. Another worker then finishes
+// the crawl; once the partition heals, the cut-off one sees that and exits.
+// Both exit 0, every page is fetched, and every cap holds throughout.
+func TestWorkerCutOffFromRedis(t *testing.T) {
+	const lease = time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	px, err := redistest.NewProxy(rs.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	ts, seeds := faultSites(t, 1) // every page streams: what is in flight at the cut is held past a lease
+	args := []string{"--workers", "6", "--lease", lease.String(), "--timeout", "4s", "--visibility", "6s"}
+	cutOff := fleet(t, ctx, 1, px.Addr, seeds, args...)[0]
+	waitHeld(t, ts, 2, 300*time.Millisecond)
+	px.Cut()
+	cut := time.Now()
+
+	// Only the cut-off worker is crawling: watch the sites for 3 leases.
+	var busy, started time.Time // last seen with a request in flight; last new request
+	before := totalRequests(ts)
+	for time.Since(cut) < 3*lease {
+		inFlight := 0
+		for _, s := range ts.Stats().Sites {
+			inFlight += s.InFlight
+		}
+		if n := totalRequests(ts); n != before {
+			before, started = n, time.Now()
+		}
+		if inFlight > 0 {
+			busy = time.Now()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("cut off from Redis: the sites saw its last request end %s after the cut (lease %s)", busy.Sub(cut).Round(time.Millisecond), lease)
+	if busy.Sub(cut) > lease {
+		t.Errorf("a request was still in flight %s after the worker was cut off from Redis; want within one lease (%s)", busy.Sub(cut), lease)
+	}
+	if started.Sub(cut) > lease {
+		t.Errorf("a new request started %s after the worker was cut off from Redis", started.Sub(cut))
+	}
+
+	other := fleet(t, ctx, 1, rs.Addr, seeds, args...)[0]
+	if err := other.Wait(); err != nil {
+		t.Fatalf("the worker with Redis: %v\n%s", err, other.Stderr)
+	}
+	px.Heal()
+	healed := time.Now()
+	if err := cutOff.Wait(); err != nil {
+		t.Fatalf("the cut-off worker, after the partition healed: %v\n%s", err, cutOff.Stderr)
+	}
+	t.Logf("the cut-off worker exited %s after the partition healed", time.Since(healed).Round(time.Millisecond))
+	checkPolite(t, ts)
+	checkAllFetched(t, ts)
 }

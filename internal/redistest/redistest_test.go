@@ -123,3 +123,38 @@ func TestWaitUptime(t *testing.T) {
 		t.Fatalf("returned after %s; want the server at least 1 s old", waited)
 	}
 }
+
+// A cut proxy passes nothing, in either direction, until it heals; then the
+// same client works again.
+func TestProxyCutAndHeal(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p, err := NewProxy(s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	p.Cut()
+	err = c.Get(ctx, "k").Err()
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("through a cut proxy: %v, want a timeout", err)
+	}
+	p.Heal()
+	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("after healing: %q, %v", v, err)
+	}
+	p.Close()
+	if err := c.Get(ctx, "k").Err(); err == nil {
+		t.Fatal("a closed proxy still passes traffic")
+	}
+}
