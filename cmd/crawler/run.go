@@ -16,6 +16,7 @@ import (
 	"github.com/polite-crawler/polite/crawl"
 	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/frontier"
+	"github.com/polite-crawler/polite/internal/clock"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/metrics"
 	"github.com/polite-crawler/polite/robots"
@@ -149,7 +150,10 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	// A permit that cannot be refreshed stops its download early enough for
 	// the site to notice before Redis hands the slot on.
-	lim := limiter.New(rdb, &limiter.Options{Mode: mode, Lease: cfg.Lease, Prefix: cfg.Prefix, StopMargin: fetch.AbortGrace})
+	if skew := clock.Skew(); skew != 0 {
+		log.Warn("test build: this process's clock is shifted", "by", skew.String())
+	}
+	lim := limiter.New(rdb, &limiter.Options{Mode: mode, Lease: cfg.Lease, Prefix: cfg.Prefix, StopMargin: fetch.AbortGrace, Now: clock.Now})
 	defer lim.Close()
 	switch left, err := lim.GuardLeft(ctx); {
 	case err != nil:
