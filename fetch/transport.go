@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/polite-crawler/polite/internal/clock"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
 )
@@ -199,7 +200,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.observe(func(o Observer) { o.Response(site, resp.StatusCode) })
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		if d := RetryAfter(resp.Header, time.Now()); d > 0 {
+		if d := RetryAfter(resp.Header, clock.Now()); d > 0 {
 			t.Limiter.Backoff(context.WithoutCancel(ctx), site, d)
 		}
 	}
@@ -295,7 +296,9 @@ func (b *permitBody) Close() error {
 }
 
 // RetryAfter reads a Retry-After header (seconds or an HTTP date) as a
-// duration from now; 0 if absent or unreadable. At most an hour.
+// duration; 0 if absent or unreadable. At most an hour. A date is counted
+// from the response's Date, the site's own clock, so that neither clock
+// needs to be right; from now only when there is no Date.
 func RetryAfter(h http.Header, now time.Time) time.Duration {
 	v := h.Get("Retry-After")
 	if v == "" {
@@ -305,6 +308,9 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 	if secs, err := strconv.Atoi(v); err == nil {
 		d = time.Duration(secs) * time.Second
 	} else if at, err := http.ParseTime(v); err == nil {
+		if sent, err := http.ParseTime(h.Get("Date")); err == nil {
+			now = sent
+		}
 		d = at.Sub(now)
 	}
 	return min(max(d, 0), time.Hour)

@@ -173,6 +173,13 @@ func TestRetryAfterHoldsTheFleet(t *testing.T) {
 			t.Errorf("RetryAfter(%q) = %v, want %v", v, got, want)
 		}
 	}
+	// A date counts from the site's Date, not from our clock, an hour off.
+	at := http.Header{"Retry-After": {now.Add(90 * time.Second).Format(http.TimeFormat)}, "Date": {now.Format(http.TimeFormat)}}
+	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
+		if got := RetryAfter(at, now.Add(skew)); got != 90*time.Second {
+			t.Errorf("RetryAfter with our clock %s off: %v, want 90s", skew, got)
+		}
+	}
 }
 
 func TestTryHandover(t *testing.T) {
