@@ -68,11 +68,18 @@ func (s *site) servePage(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, r, s.spec.PageBytes, time.Duration(s.spec.SlowFor), "text/html; charset=utf-8")
 	case "retry":
 		if s.firstRetry(num) {
-			w.Header().Set("Retry-After", "1")
-			code := http.StatusServiceUnavailable
+			// 429 says "1" (seconds); 503 names the instant 2 s on as an HTTP
+			// date, which a client must count from this Date, its own clock
+			// may be wrong. Either way the site holds the client to it.
+			code, now := http.StatusServiceUnavailable, time.Now()
+			until := now.Add(2 * time.Second).Truncate(time.Second)
+			w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
+			w.Header().Set("Retry-After", until.UTC().Format(http.TimeFormat))
 			if num%2 == 1 {
-				code = http.StatusTooManyRequests
+				code, until = http.StatusTooManyRequests, now.Add(time.Second)
+				w.Header().Set("Retry-After", "1")
 			}
+			s.rec.holdOff(until)
 			http.Error(w, http.StatusText(code), code)
 			return
 		}

@@ -299,3 +299,30 @@ func TestExpectedWalk(t *testing.T) {
 		}
 	}
 }
+
+// A /retry/ page asks for a pause once (503 with an HTTP date counted from
+// its own Date, 429 with seconds); a request before the pause is over is
+// counted, one after it is not.
+func TestRetryAfterIsMeasured(t *testing.T) {
+	s := start(t, Profile{Name: "retry", Seed: 1, Sites: []SiteSpec{{Pages: 4, Links: 1}}})
+	base := s.Sites()[0].URL
+	code, _, h := get(t, noRedirects, base+"/retry/0")
+	date, err1 := http.ParseTime(h.Get("Date"))
+	until, err2 := http.ParseTime(h.Get("Retry-After"))
+	if code != 503 || err1 != nil || err2 != nil || until.Sub(date) < time.Second || until.Sub(date) > 2*time.Second {
+		t.Fatalf("/retry/0: %d, Date %q, Retry-After %q; want 503 and a date 1-2 s after Date", code, h.Get("Date"), h.Get("Retry-After"))
+	}
+	get(t, noRedirects, base+"/p/1") // too soon
+	if st := s.Stats().Sites[0]; st.EarlyAfterRetry != 1 {
+		t.Fatalf("a request at once after a Retry-After: early %d, want 1", st.EarlyAfterRetry)
+	}
+	time.Sleep(time.Until(until))
+	if code, _, h := get(t, noRedirects, base+"/retry/1"); code != 429 || h.Get("Retry-After") != "1" {
+		t.Fatalf("/retry/1: %d, Retry-After %q; want 429 and 1", code, h.Get("Retry-After"))
+	}
+	time.Sleep(1100 * time.Millisecond)
+	get(t, noRedirects, base+"/retry/0") // answers 200 now, and in time
+	if st := s.Stats().Sites[0]; st.EarlyAfterRetry != 1 {
+		t.Fatalf("requests after each pause ran out: early %d, want still 1", st.EarlyAfterRetry)
+	}
+}

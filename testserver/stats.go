@@ -37,9 +37,13 @@ type SiteStats struct {
 	// in flight.
 	OverCap        int64 `json:"over_cap"`
 	DisallowedHits int64 `json:"disallowed_hits"`
-	RobotsFetches  int64 `json:"robots_fetches"`
-	DistinctPaths  int   `json:"distinct_paths"`
-	UntrackedPaths int64 `json:"untracked_paths"`
+	// EarlyAfterRetry counts requests that started before a Retry-After the
+	// site had sent ran out. Where Cap > 1, a request already granted when
+	// the answer went out may start before the client hears of it.
+	EarlyAfterRetry int64 `json:"early_after_retry"`
+	RobotsFetches   int64 `json:"robots_fetches"`
+	DistinctPaths   int   `json:"distinct_paths"`
+	UntrackedPaths  int64 `json:"untracked_paths"`
 	// DuplicateFetches counts requests for a path already answered 200.
 	DuplicateFetches int64 `json:"duplicate_fetches"`
 	// MinGapMs is the smallest gap between the end of one request and the
@@ -69,6 +73,8 @@ type recorder struct {
 	maxIn     int
 	overCap   int64
 	disHits   int64
+	holdUntil time.Time // a Retry-After sent runs out
+	early     int64
 	robots    int64
 	paths     map[string]bool // path -> answered 200 at least once
 	untracked int64
@@ -93,7 +99,7 @@ func newRecorder(cap int, start time.Time) *recorder {
 func (r *recorder) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.requests, r.maxIn, r.overCap, r.disHits, r.robots = 0, r.inflight, 0, 0, 0
+	r.requests, r.maxIn, r.overCap, r.disHits, r.robots, r.early = 0, r.inflight, 0, 0, 0, 0
 	r.paths = map[string]bool{}
 	r.untracked, r.dups, r.bytes, r.pages = 0, 0, 0, 0
 	r.lastEnd, r.minGap = time.Time{}, -1
@@ -129,6 +135,9 @@ func (r *recorder) begin(path string, disallowed, robots bool) {
 	r.requests++
 	if r.inflight >= r.cap {
 		r.overCap++
+	}
+	if now.Before(r.holdUntil) {
+		r.early++
 	}
 	gap := time.Duration(0)
 	if r.inflight == 0 && !r.lastEnd.IsZero() {
@@ -166,6 +175,16 @@ func (r *recorder) begin(path string, disallowed, robots bool) {
 	}
 }
 
+// holdOff records that the site asked clients, with Retry-After, to send
+// nothing before until.
+func (r *recorder) holdOff(until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if until.After(r.holdUntil) {
+		r.holdUntil = until
+	}
+}
+
 // end records a request's end with its status and body bytes.
 func (r *recorder) end(path string, status int, bytes int64) {
 	now := time.Now()
@@ -193,7 +212,7 @@ func (r *recorder) snapshot(host, url, rules string, gap time.Duration) SiteStat
 	st := SiteStats{
 		Host: host, URL: url, Rules: rules, Cap: r.cap, CrawlDelayMs: gap.Milliseconds(),
 		Requests: r.requests, InFlight: r.inflight, MaxInFlight: r.maxIn, OverCap: r.overCap,
-		DisallowedHits: r.disHits, RobotsFetches: r.robots, DistinctPaths: len(r.paths),
+		DisallowedHits: r.disHits, EarlyAfterRetry: r.early, RobotsFetches: r.robots, DistinctPaths: len(r.paths),
 		UntrackedPaths: r.untracked, DuplicateFetches: r.dups, MinGapMs: -1,
 		GapHistogram: map[string]int64{}, Status: map[string]int64{}, BytesSent: r.bytes, Pages: r.pages,
 	}

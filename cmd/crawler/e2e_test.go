@@ -73,6 +73,11 @@ func checkPolite(t *testing.T, ts *testserver.Server) {
 		if s.DisallowedHits > 0 {
 			t.Errorf("site %d (%s): %d disallowed requests", i, s.Rules, s.DisallowedHits)
 		}
+		// With one slot, the request that was told to wait holds the only
+		// permit until the whole fleet has been told (fetch.Transport).
+		if s.Cap == 1 && s.EarlyAfterRetry > 0 {
+			t.Errorf("site %d (%s): %d requests before its Retry-After ran out", i, s.Rules, s.EarlyAfterRetry)
+		}
 		if s.CrawlDelayMs > 0 && s.MinGapMs >= 0 && s.MinGapMs < float64(s.CrawlDelayMs) {
 			t.Errorf("site %d (%s): gap %.1f ms under its delay %d ms", i, s.Rules, s.MinGapMs, s.CrawlDelayMs)
 		}
