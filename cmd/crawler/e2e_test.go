@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,19 +19,27 @@ import (
 // fleet starts n `crawler run` processes on one crawl.
 func fleet(t *testing.T, ctx context.Context, n int, redisAddr string, seeds []string, extra ...string) []*exec.Cmd {
 	t.Helper()
-	bin := build(t)
 	var cmds []*exec.Cmd
 	for i := 0; i < n; i++ {
-		args := append([]string{"run", "--redis", "redis://" + redisAddr, "--crawl", t.Name(), "--progress", "1h",
-			"--out", filepath.Join(t.TempDir(), fmt.Sprintf("out%d.jsonl", i))}, extra...)
-		cmd := exec.CommandContext(ctx, bin, append(args, seeds...)...)
-		cmd.Stderr = &strings.Builder{}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds = append(cmds, cmd)
+		cmds = append(cmds, worker(t, ctx, build(t), nil, redisAddr, seeds, extra...))
 	}
 	return cmds
+}
+
+// worker starts one `crawler run` process of bin, with env added to the
+// environment, on the test's crawl. Its stderr is kept in cmd.Stderr (a
+// *strings.Builder: read it only after Wait).
+func worker(t *testing.T, ctx context.Context, bin string, env []string, redisAddr string, seeds []string, extra ...string) *exec.Cmd {
+	t.Helper()
+	args := append([]string{"run", "--redis", "redis://" + redisAddr, "--crawl", t.Name(), "--progress", "1h",
+		"--out", filepath.Join(t.TempDir(), "out.jsonl")}, extra...)
+	cmd := exec.CommandContext(ctx, bin, append(args, seeds...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = &strings.Builder{}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
 }
 
 func startSites(t *testing.T, preset string, n int) (*testserver.Server, []string) {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,29 +17,36 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	buildMu  sync.Mutex
+	binaries = map[string]string{} // build tags -> binary
+	buildDir string
 )
 
 // build compiles the crawler binary once per test run.
-func build(t *testing.T) string {
+func build(t *testing.T) string { return buildTagged(t, "") }
+
+// buildTagged compiles the crawler binary with the given build tags (comma
+// separated) once per test run.
+func buildTagged(t *testing.T, tags string) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if bin, ok := binaries[tags]; ok {
+		return bin
+	}
+	if buildDir == "" {
 		dir, err := os.MkdirTemp("", "crawler-bin-")
 		if err != nil {
-			buildErr = err
-			return
+			t.Fatal(err)
 		}
-		binPath = filepath.Join(dir, "crawler")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+		buildDir = dir
 	}
-	return binPath
+	bin := filepath.Join(buildDir, "crawler"+strings.ReplaceAll(tags, ",", "-"))
+	if out, err := exec.Command("go", "build", "-tags", tags, "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build -tags %q: %v\n%s", tags, err, out)
+	}
+	binaries[tags] = bin
+	return bin
 }
 
 func TestTestserverCommand(t *testing.T) {
