@@ -194,7 +194,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		cancel()
 		t.release(p)
 		if p.Err() != nil {
-			return nil, fmt.Errorf("fetch: %s: %w (%v)", req.URL, limiter.ErrPermitLost, err)
+			return nil, fmt.Errorf("fetch: %s: %w (%w; %v)", req.URL, limiter.ErrPermitLost, robots.ErrNotFetched, err)
 		}
 		return nil, err
 	}
@@ -245,7 +245,8 @@ func (t *Transport) wait(ctx context.Context, site string, rule limiter.Rule) (*
 	t.mu.Unlock()
 	t.observe(func(o Observer) { o.PermitWait(site, time.Since(start), err) })
 	if err != nil {
-		return nil, fmt.Errorf("fetch: permit for %s: %w", site, err)
+		// Not the site's doing: for robots.txt, no verdict on it.
+		return nil, fmt.Errorf("fetch: permit for %s: %w (%w)", site, err, robots.ErrNotFetched)
 	}
 	return p, nil
 }

@@ -314,3 +314,44 @@ func TestEarlyCloseDoesNotOverlapAtTheSite(t *testing.T) {
 		t.Fatalf("%d requests, %d at once, %d starts over cap 1", st.Requests, st.MaxInFlight, st.OverCap)
 	}
 }
+
+// A robots.txt fetch that cannot get the site's permit in time (others hold
+// it) is no verdict on the site: the request fails and can be tried again,
+// rather than the site counting as unreachable and closed.
+func TestRobotsFetchWithoutPermitIsNoVerdict(t *testing.T) {
+	ts, err := testserver.New(testserver.Profile{Name: t.Name(), Seed: 1, Sites: []testserver.SiteSpec{{Pages: 5, Links: 1}}}, testserver.WithControl(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	rdb := srv.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	prefix := "t:" + t.Name()
+	l := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: 5 * time.Second})
+	defer l.Close()
+	tr := &Transport{Limiter: l, Cap: 3}
+	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: tr}, &robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0",
+		FetchTimeout: 200 * time.Millisecond})
+	u := mustURL(t, ts.Sites()[0].URL+"/p/1")
+	site := robots.Site(u)
+	held, err := l.AcquireRule(ctx, site, limiter.Rule{Limit: 1}) // robots.txt waits behind every holder
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	_, err = get(c, u.String())
+	if !errors.Is(err, robots.ErrNotFetched) || errors.Is(err, ErrDisallowed) {
+		t.Fatalf("a page whose robots.txt could not get a permit: %v, want ErrNotFetched and not disallowed", err)
+	}
+	if n := ts.Stats().Sites[0].RobotsFetches; n != 0 {
+		t.Fatalf("robots.txt fetched %d times while the permit was held", n)
+	}
+	held.Release(ctx)
+	if code, err := get(c, u.String()); err != nil || code != 200 {
+		t.Fatalf("once the permit is free: %d, %v; want the page", code, err)
+	}
+}

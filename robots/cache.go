@@ -184,8 +184,9 @@ func (c *Cache) keys(site string) siteKeys {
 
 // Policy returns the policy for the site of u (any URL of the site). It
 // blocks while another worker fetches the site's robots.txt, until ctx ends.
-// Errors come from Redis or ctx; a site that cannot be fetched is not an
-// error but a policy (see Cache).
+// Errors come from Redis, ctx or a fetch the transport could not make
+// (ErrNotFetched); a site that cannot be fetched is not an error but a
+// policy (see Cache).
 func (c *Cache) Policy(ctx context.Context, u *url.URL) (Policy, error) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return Policy{}, fmt.Errorf("robots: %q is not an http(s) URL", u)
@@ -263,7 +264,10 @@ const releaseLease = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis
 
 func (c *Cache) fetchAndStore(ctx context.Context, site, robotsURL string, k siteKeys) (Policy, error) {
 	c.fetches.Add(1)
-	status, body, _ := c.fetch(ctx, robotsURL) // a failed fetch is status 0: unreachable
+	status, body, err := c.fetch(ctx, robotsURL) // a failed fetch is status 0: unreachable
+	if errors.Is(err, ErrNotFetched) {
+		return Policy{}, fmt.Errorf("robots: %s: %w", site, err) // no verdict on the site
+	}
 	p := c.o.parse().Parse(status, body, c.o.userAgent())
 	e := entry{Policy: p}
 	ttl := c.o.ttl()

@@ -2,6 +2,7 @@ package robots
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -404,5 +405,31 @@ func TestFetchGoesThroughGivenTransport(t *testing.T) {
 	}
 	if IsFetch(ctx) {
 		t.Fatal("IsFetch true on an ordinary context")
+	}
+}
+
+// notFetched is a transport that never gets to send: its error wraps
+// ErrNotFetched, as the crawler's does without a permit.
+type notFetched struct{}
+
+func (notFetched) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, fmt.Errorf("no permit in time: %w", ErrNotFetched)
+}
+
+// A fetch the transport could not make is an error, not an unreachable
+// site: nothing is stored, and the next call fetches.
+func TestNotFetchedIsNoVerdict(t *testing.T) {
+	ctx := ctxT(t)
+	hs := httptest.NewServer(&robotsServer{status: 200, body: "User-agent: *\nDisallow: /p/\n"})
+	defer hs.Close()
+	rdb := srv.Client()
+	defer rdb.Close()
+	o := &CacheOptions{Prefix: "t:notfetched"}
+	if _, err := NewCache(rdb, &http.Client{Transport: notFetched{}}, o).Policy(ctx, mustURL(t, hs.URL+"/a")); !errors.Is(err, ErrNotFetched) {
+		t.Fatalf("Policy through a transport that could not send: %v, want ErrNotFetched", err)
+	}
+	p, err := NewCache(rdb, &http.Client{}, o).Policy(ctx, mustURL(t, hs.URL+"/a"))
+	if err != nil || p.Unreachable() || p.Allowed("/p/1") || !p.Allowed("/q") {
+		t.Fatalf("the next Policy: %+v, %v; want the site's own rules, fetched", p, err)
 	}
 }

@@ -16,6 +16,13 @@ const maxRedirects = 5
 
 type fetchKey struct{}
 
+// ErrNotFetched marks the error of a robots.txt request that failed on the
+// crawler's side, not the site's: the transport had no permit for it in
+// time, could not ask for one, or lost it mid-request. A transport wraps it
+// in such errors; the Cache then returns the error, so the caller tries
+// again later, rather than count the site unreachable and disallow it all.
+var ErrNotFetched = errors.New("robots: not fetched (the crawler's doing, not the site's)")
+
 // IsFetch reports whether ctx belongs to a robots.txt fetch made by a Cache
 // (including its redirect hops). A permit-taking transport uses it to skip
 // the robots check for the request that fetches robots.txt itself.
