@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/polite-crawler/polite/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // With a crawl delay, permits come one at a time and each grant starts at
@@ -175,71 +175,83 @@ func TestKeysExpireWhenIdle(t *testing.T) {
 
 // All of a site's keys and its channel hash to one Redis Cluster slot, as a
 // real cluster-enabled redis-server computes it; and the limiter works through
-// a ClusterClient (scripts and pipelines would fail with CROSSSLOT otherwise).
+// a ClusterClient on a 3-master cluster (scripts and pipelines would fail with
+// CROSSSLOT otherwise), for sites on every node, each node's clock its own.
 func TestRedisCluster(t *testing.T) {
-	node, err := redistest.Start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	rc, err := redistest.StartCluster(3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer node.Close()
+	defer rc.Close()
 	ctx := ctxT(t)
-	admin := node.Client()
-	defer admin.Close()
+	cc := rc.Client()
+	defer cc.Close()
 	for _, site := range []string{"example.com", "127.0.0.1:8080", "xn--bcher-kva.example"} {
 		k := keysFor("polite", site)
-		want := admin.ClusterKeySlot(ctx, "{"+site+"}").Val()
+		want := cc.ClusterKeySlot(ctx, "{"+site+"}").Val()
 		for _, name := range append(k.all(), k.wake) {
 			if !strings.Contains(name, "{"+site+"}") {
 				t.Errorf("%s lacks the site's hash tag", name)
 			}
-			if got, err := admin.ClusterKeySlot(ctx, name).Result(); err != nil || got != want {
+			if got, err := cc.ClusterKeySlot(ctx, name).Result(); err != nil || got != want {
 				t.Errorf("%s: slot %d (%v), want %d", name, got, err, want)
 			}
 		}
 	}
 
-	if err := admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
-		t.Fatal(err)
+	// A site on each node.
+	byNode := map[string]string{}
+	for i := 0; len(byNode) < 3 && i < 1000; i++ {
+		site := fmt.Sprintf("site%d.example", i)
+		node, err := cc.MasterForKey(ctx, "{"+site+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := byNode[node.Options().Addr]; !ok {
+			byNode[node.Options().Addr] = site
+		}
 	}
-	waitFor(t, "cluster state ok", func() bool {
-		info, _ := admin.ClusterInfo(ctx).Result()
-		return strings.Contains(info, "cluster_state:ok")
-	})
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{node.Addr}})
-	defer cc.Close()
+	if len(byNode) != 3 {
+		t.Fatalf("sites on %d nodes, want 3", len(byNode))
+	}
 	for _, mode := range []Mode{ModeLocked, ModeAtomic} {
 		l := New(cc, &Options{Mode: mode})
 		defer l.Close()
-		p, err := l.Acquire(ctx, "cluster.example", 1)
-		if err != nil {
-			t.Fatalf("%s on a cluster: %v", mode, err)
-		}
-		if err := p.Refresh(ctx); err != nil {
-			t.Fatalf("%s refresh on a cluster: %v", mode, err)
-		}
-		got := make(chan error, 1)
-		go func() {
-			q, err := l.Acquire(ctx, "cluster.example", 1)
-			if err == nil {
-				err = q.Release(ctx)
-			}
-			got <- err
-		}()
-		time.Sleep(50 * time.Millisecond)
-		if _, err := l.TryAcquire(ctx, "cluster.example", 1); !errors.Is(err, ErrBusy) {
-			t.Fatalf("%s: %v, want busy", mode, err)
-		}
-		if err := p.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err := <-got:
+		for addr, site := range byNode {
+			p, err := l.Acquire(ctx, site, 1)
 			if err != nil {
-				t.Fatalf("%s waiter on a cluster: %v", mode, err)
+				t.Fatalf("%s on the node at %s: %v", mode, addr, err)
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s waiter on a cluster was never granted", mode)
+			if err := p.Refresh(ctx); err != nil {
+				t.Fatalf("%s refresh on the node at %s: %v", mode, addr, err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				q, err := l.Acquire(ctx, site, 1)
+				if err == nil {
+					err = q.Release(ctx)
+				}
+				got <- err
+			}()
+			time.Sleep(50 * time.Millisecond)
+			if _, err := l.TryAcquire(ctx, site, 1); !errors.Is(err, ErrBusy) {
+				t.Fatalf("%s on the node at %s: %v, want busy", mode, addr, err)
+			}
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatalf("%s waiter on the node at %s: %v", mode, addr, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s waiter on the node at %s was never granted", mode, addr)
+			}
 		}
+	}
+	if left, err := New(cc, nil).GuardLeft(ctx); err != nil || left != 0 {
+		t.Fatalf("GuardLeft on the cluster after the guard: %s, %v", left, err)
 	}
 }
 

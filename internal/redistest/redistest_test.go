@@ -158,3 +158,30 @@ func TestProxyCutAndHeal(t *testing.T) {
 		t.Fatal("a closed proxy still passes traffic")
 	}
 }
+
+// A 3-master cluster forms, and keys in different slots land on different
+// nodes, reachable through a cluster client.
+func TestStartCluster(t *testing.T) {
+	c, err := StartCluster(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	owners := map[string]bool{}
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		if err := cc.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", k, err)
+		}
+		node, err := cc.MasterForKey(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners[node.Options().Addr] = true
+	}
+	if len(owners) != 3 {
+		t.Fatalf("8 keys landed on %d nodes, want all 3: %v", len(owners), owners)
+	}
+}
