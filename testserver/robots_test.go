@@ -133,8 +133,15 @@ func TestPageBehaviours(t *testing.T) {
 		if code != c.status || h.Get("Location") != c.location || !strings.HasPrefix(h.Get("Content-Type"), c.ctype) || len(body) < c.minBytes {
 			t.Errorf("%s: %d %q %q %d bytes", c.path, code, h.Get("Location"), h.Get("Content-Type"), len(body))
 		}
-		if (code == 429 || code == 503) && h.Get("Retry-After") != "1" {
-			t.Errorf("%s: Retry-After %q", c.path, h.Get("Retry-After"))
+		if code == 429 && h.Get("Retry-After") != "1" {
+			t.Errorf("%s: Retry-After %q, want 1", c.path, h.Get("Retry-After"))
+		}
+		if code == 503 {
+			date, err1 := http.ParseTime(h.Get("Date"))
+			at, err2 := http.ParseTime(h.Get("Retry-After"))
+			if err1 != nil || err2 != nil || at.Sub(date) != 2*time.Second {
+				t.Errorf("%s: Date %q, Retry-After %q; want a date 2 s after Date", c.path, h.Get("Date"), h.Get("Retry-After"))
+			}
 		}
 		if c.path == "/slow/2" && time.Since(t0) < 150*time.Millisecond {
 			t.Errorf("slow page took only %v", time.Since(t0))
