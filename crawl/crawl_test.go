@@ -123,3 +123,42 @@ func TestTwoCrawlersShareACrawl(t *testing.T) {
 		}
 	}
 }
+
+// Workers keep a connection per slot of a site open between requests:
+// the site sees a handful of connections, not one per request.
+func TestConnectionsAreReused(t *testing.T) {
+	ts, err := testserver.New(testserver.Profile{Name: "conns", Seed: 1, Sites: []testserver.SiteSpec{
+		{Pages: 60, Links: 4, Latency: testserver.Duration(20 * time.Millisecond)}}}, testserver.WithControl(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb := srv.Client()
+	defer rdb.Close()
+	lim := limiter.New(rdb, &limiter.Options{Prefix: "t:conns", Lease: time.Second})
+	defer lim.Close()
+	rob := NewRobotsCache(rdb, lim, 3, robots.CacheOptions{Prefix: "t:conns", UserAgent: "politebot/1.0"}, nil)
+	fr := frontier.New(rdb, &frontier.Options{Prefix: "t:conns", Crawl: "conns", Visibility: time.Minute})
+	c := New(fr, lim, rob, Options{Workers: 6, Cap: 3, UserAgent: "politebot/1.0", Timeout: 20 * time.Second})
+	if _, err := c.Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := ts.Stats().Sites[0]
+	t.Logf("%d requests over %d connections (cap %d)", st.Requests, st.Connections, st.Cap)
+	if st.Pages < 50 {
+		t.Fatalf("only %d pages fetched: the test proves nothing", st.Pages)
+	}
+	// One per slot, one for robots.txt, and slack for a connection the
+	// site closed while idle.
+	if st.Connections > int64(2*st.Cap+1) {
+		t.Errorf("%d connections for %d requests at %d at once", st.Connections, st.Requests, st.Cap)
+	}
+}

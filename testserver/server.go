@@ -116,7 +116,12 @@ func (s *Server) Start() error {
 			host: ln.Addr().String(), url: "http://" + ln.Addr().String(), ln: ln,
 			rec: newRecorder(r.cap, s.start), retried: map[int]bool{},
 		}
-		st.hs = &http.Server{Handler: st, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+		st.hs = &http.Server{Handler: st, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+			ConnState: func(_ net.Conn, cs http.ConnState) {
+				if cs == http.StateNew {
+					st.rec.connected()
+				}
+			}}
 		s.sites = append(s.sites, st)
 	}
 	if s.opts.control != "" {

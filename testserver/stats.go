@@ -41,9 +41,11 @@ type SiteStats struct {
 	// site had sent ran out. Where Cap > 1, a request already granted when
 	// the answer went out may start before the client hears of it.
 	EarlyAfterRetry int64 `json:"early_after_retry"`
-	RobotsFetches   int64 `json:"robots_fetches"`
-	DistinctPaths   int   `json:"distinct_paths"`
-	UntrackedPaths  int64 `json:"untracked_paths"`
+	// Connections counts TCP connections opened to the site.
+	Connections    int64 `json:"connections"`
+	RobotsFetches  int64 `json:"robots_fetches"`
+	DistinctPaths  int   `json:"distinct_paths"`
+	UntrackedPaths int64 `json:"untracked_paths"`
 	// DuplicateFetches counts requests for a path already answered 200.
 	DuplicateFetches int64 `json:"duplicate_fetches"`
 	// MinGapMs is the smallest gap between the end of one request and the
@@ -75,6 +77,7 @@ type recorder struct {
 	disHits   int64
 	holdUntil time.Time // a Retry-After sent runs out
 	early     int64
+	conns     int64
 	robots    int64
 	paths     map[string]bool // path -> answered 200 at least once
 	untracked int64
@@ -99,7 +102,7 @@ func newRecorder(cap int, start time.Time) *recorder {
 func (r *recorder) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.requests, r.maxIn, r.overCap, r.disHits, r.robots, r.early = 0, r.inflight, 0, 0, 0, 0
+	r.requests, r.maxIn, r.overCap, r.disHits, r.robots, r.early, r.conns = 0, r.inflight, 0, 0, 0, 0, 0
 	r.paths = map[string]bool{}
 	r.untracked, r.dups, r.bytes, r.pages = 0, 0, 0, 0
 	r.lastEnd, r.minGap = time.Time{}, -1
@@ -175,6 +178,13 @@ func (r *recorder) begin(path string, disallowed, robots bool) {
 	}
 }
 
+// connected records a new connection.
+func (r *recorder) connected() {
+	r.mu.Lock()
+	r.conns++
+	r.mu.Unlock()
+}
+
 // holdOff records that the site asked clients, with Retry-After, to send
 // nothing before until.
 func (r *recorder) holdOff(until time.Time) {
@@ -212,7 +222,7 @@ func (r *recorder) snapshot(host, url, rules string, gap time.Duration) SiteStat
 	st := SiteStats{
 		Host: host, URL: url, Rules: rules, Cap: r.cap, CrawlDelayMs: gap.Milliseconds(),
 		Requests: r.requests, InFlight: r.inflight, MaxInFlight: r.maxIn, OverCap: r.overCap,
-		DisallowedHits: r.disHits, EarlyAfterRetry: r.early, RobotsFetches: r.robots, DistinctPaths: len(r.paths),
+		DisallowedHits: r.disHits, EarlyAfterRetry: r.early, Connections: r.conns, RobotsFetches: r.robots, DistinctPaths: len(r.paths),
 		UntrackedPaths: r.untracked, DuplicateFetches: r.dups, MinGapMs: -1,
 		GapHistogram: map[string]int64{}, Status: map[string]int64{}, BytesSent: r.bytes, Pages: r.pages,
 	}
