@@ -49,18 +49,10 @@ func TestClusterCrawl(t *testing.T) {
 		worker(t, ctx, build(t), nil, rc.Addrs()[0], seeds, cluster...),
 		worker(t, ctx, build(t), nil, rc.Addrs()[0], seeds, append(cluster, "--semaphore", "atomic")...),
 	}
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("process %d: %v\n%s", i, err, cmd.Stderr)
-		}
-	}
+	waitAll(t, cmds)
 	checkPolite(t, ts)
 	checkAllFetched(t, ts)
-	for i, s := range ts.Stats().Sites {
-		if s.RobotsFetches != 1 || s.DuplicateFetches != 0 {
-			t.Errorf("site %d: robots.txt fetched %d times, %d pages fetched twice", i, s.RobotsFetches, s.DuplicateFetches)
-		}
-	}
+	checkFetchedOnce(t, ts)
 	t.Logf("%d sites over %d of 3 nodes", len(ts.Sites()), len(nodes))
 	out, err := exec.Command(build(t), "status", "--redis-cluster", strings.Join(rc.Addrs(), ","), "--crawl", t.Name()).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "0 queued, 0 in flight") {

@@ -91,6 +91,31 @@ func checkPolite(t *testing.T, ts *testserver.Server) {
 	}
 }
 
+// waitAll waits for every process to exit, and fails the test at the
+// first that did not exit 0.
+func waitAll(t *testing.T, cmds []*exec.Cmd) {
+	t.Helper()
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("process %d: %v\n%s", i, err, cmd.Stderr)
+		}
+	}
+}
+
+// checkFetchedOnce asserts at the server that each site's robots.txt was
+// fetched once for the whole fleet, and no page twice.
+func checkFetchedOnce(t *testing.T, ts *testserver.Server) {
+	t.Helper()
+	for i, s := range ts.Stats().Sites {
+		if s.RobotsFetches != 1 {
+			t.Errorf("site %d: robots.txt fetched %d times by the fleet", i, s.RobotsFetches)
+		}
+		if s.DuplicateFetches != 0 {
+			t.Errorf("site %d: %d pages fetched twice", i, s.DuplicateFetches)
+		}
+	}
+}
+
 // checkAllFetched asserts that each site's expected pages, and only those,
 // were answered 200.
 func checkAllFetched(t *testing.T, ts *testserver.Server) {
@@ -123,21 +148,10 @@ func TestFleetCrawlEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmds := fleet(t, ctx, 4, rs.Addr, seeds, "--workers", "8", "--lease", "1s", "--timeout", "20s", "--visibility", "40s")
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("process %d: %v\n%s", i, err, cmd.Stderr)
-		}
-	}
+	waitAll(t, cmds)
 	checkPolite(t, ts)
 	checkAllFetched(t, ts)
-	for i, s := range ts.Stats().Sites {
-		if s.RobotsFetches != 1 {
-			t.Errorf("site %d: robots.txt fetched %d times by the fleet", i, s.RobotsFetches)
-		}
-		if s.DuplicateFetches != 0 {
-			t.Errorf("site %d: %d pages fetched twice", i, s.DuplicateFetches)
-		}
-	}
+	checkFetchedOnce(t, ts)
 	// Every fetch is in some process's JSON lines, and the work was shared.
 	lines, workers := 0, map[string]int{}
 	for _, cmd := range cmds {

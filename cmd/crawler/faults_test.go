@@ -132,11 +132,7 @@ func TestRedisPausedMidCrawl(t *testing.T) {
 	paused, pausedMs := time.Now(), ts.Stats().UptimeMs
 	time.Sleep(time.Until(paused.Add(3 * time.Second)))
 	t.Logf("first request %s after Redis answered again", untilNextRequest(ts))
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("worker %d: %v\n%s", i, err, cmd.Stderr)
-		}
-	}
+	waitAll(t, cmds)
 	window, at := overCapWindow(ts)
 	t.Logf("crawl done %s after the pause began at %d ms; longest window over a cap: %s (steps at %v ms)", time.Since(paused).Round(100*time.Millisecond), pausedMs, window, at)
 	checkPolite(t, ts)
@@ -157,11 +153,7 @@ func TestRedisRestartedEmptyMidCrawl(t *testing.T) {
 	}
 	restartedMs := ts.Stats().UptimeMs
 	t.Logf("first request %s after Redis restarted (lease 1 s)", untilNextRequest(ts))
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("worker %d: %v\n%s", i, err, cmd.Stderr)
-		}
-	}
+	waitAll(t, cmds)
 	for i, s := range ts.Stats().Sites {
 		t.Logf("site %d (%s): max at once %d (cap %d), starts over cap %d, min gap %.0f ms (delay %d ms)", i, s.Rules, s.MaxInFlight, s.Cap, s.OverCap, s.MinGapMs, s.CrawlDelayMs)
 	}

@@ -69,11 +69,7 @@ func TestSecuredRedis(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			// fleet's own --redis comes first; the later one wins.
-			for i, cmd := range fleet(t, ctx, 2, "127.0.0.1:1", seeds, append(c.good(rs), "--workers", "4", "--lease", "2s")...) {
-				if err := cmd.Wait(); err != nil {
-					t.Fatalf("worker %d: %v\n%s", i, err, cmd.Stderr)
-				}
-			}
+			waitAll(t, fleet(t, ctx, 2, "127.0.0.1:1", seeds, append(c.good(rs), "--workers", "4", "--lease", "2s")...))
 			checkPolite(t, ts)
 			checkAllFetched(t, ts)
 			for _, b := range c.bad {
