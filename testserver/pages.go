@@ -209,6 +209,7 @@ func (s *site) stream(w http.ResponseWriter, r *http.Request, size int, d time.D
 	for sent := 0; sent < size; {
 		n, err := w.Write(filler[:min(step, size-sent)])
 		if err != nil {
+			s.rec.cutShort()
 			return
 		}
 		sent += n
@@ -216,6 +217,7 @@ func (s *site) stream(w http.ResponseWriter, r *http.Request, size int, d time.D
 			f.Flush()
 		}
 		if d > 0 && sent < size && !s.wait(r, d/chunks) {
+			s.rec.cutShort()
 			return
 		}
 	}

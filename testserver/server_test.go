@@ -326,3 +326,24 @@ func TestRetryAfterIsMeasured(t *testing.T) {
 		t.Fatalf("requests after each pause ran out: early %d, want still 1", st.EarlyAfterRetry)
 	}
 }
+
+// A streamed page the client leaves before the end is counted as cut
+// short; one read to the end is not. Each new connection is counted.
+func TestCutShortAndConnections(t *testing.T) {
+	s := start(t, Profile{Name: "cut", Seed: 1, Sites: []SiteSpec{{Pages: 4, Links: 1, PageBytes: 64 << 10, SlowFor: Duration(400 * time.Millisecond)}}})
+	base := s.Sites()[0].URL
+	get(t, noRedirects, base+"/slow/1") // read to the end
+	resp, err := http.Get(base + "/slow/2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // at once: the rest is never read
+	st := waitStats(t, s, "the cut stream to end", func(st SiteStats) bool { return st.InFlight == 0 })
+	if st.CutShort != 1 {
+		t.Fatalf("cut short: %d, want 1 (of 2 streams, one read whole)", st.CutShort)
+	}
+	get(t, noRedirects, base+"/p/1")
+	if st := s.Stats().Sites[0]; st.Connections != 2 {
+		t.Fatalf("connections: %d, want 2 (one reused by the second request, then one after the early close)", st.Connections)
+	}
+}

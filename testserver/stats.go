@@ -42,7 +42,10 @@ type SiteStats struct {
 	// the answer went out may start before the client hears of it.
 	EarlyAfterRetry int64 `json:"early_after_retry"`
 	// Connections counts TCP connections opened to the site.
-	Connections    int64 `json:"connections"`
+	Connections int64 `json:"connections"`
+	// CutShort counts streamed responses (slow, huge and binary pages) whose
+	// client went away before the end.
+	CutShort       int64 `json:"cut_short"`
 	RobotsFetches  int64 `json:"robots_fetches"`
 	DistinctPaths  int   `json:"distinct_paths"`
 	UntrackedPaths int64 `json:"untracked_paths"`
@@ -78,6 +81,7 @@ type recorder struct {
 	holdUntil time.Time // a Retry-After sent runs out
 	early     int64
 	conns     int64
+	cut       int64
 	robots    int64
 	paths     map[string]bool // path -> answered 200 at least once
 	untracked int64
@@ -102,7 +106,7 @@ func newRecorder(cap int, start time.Time) *recorder {
 func (r *recorder) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.requests, r.maxIn, r.overCap, r.disHits, r.robots, r.early, r.conns = 0, r.inflight, 0, 0, 0, 0, 0
+	r.requests, r.maxIn, r.overCap, r.disHits, r.robots, r.early, r.conns, r.cut = 0, r.inflight, 0, 0, 0, 0, 0, 0
 	r.paths = map[string]bool{}
 	r.untracked, r.dups, r.bytes, r.pages = 0, 0, 0, 0
 	r.lastEnd, r.minGap = time.Time{}, -1
@@ -185,6 +189,13 @@ func (r *recorder) connected() {
 	r.mu.Unlock()
 }
 
+// cutShort records a streamed response its client left before the end.
+func (r *recorder) cutShort() {
+	r.mu.Lock()
+	r.cut++
+	r.mu.Unlock()
+}
+
 // holdOff records that the site asked clients, with Retry-After, to send
 // nothing before until.
 func (r *recorder) holdOff(until time.Time) {
@@ -222,7 +233,7 @@ func (r *recorder) snapshot(host, url, rules string, gap time.Duration) SiteStat
 	st := SiteStats{
 		Host: host, URL: url, Rules: rules, Cap: r.cap, CrawlDelayMs: gap.Milliseconds(),
 		Requests: r.requests, InFlight: r.inflight, MaxInFlight: r.maxIn, OverCap: r.overCap,
-		DisallowedHits: r.disHits, EarlyAfterRetry: r.early, Connections: r.conns, RobotsFetches: r.robots, DistinctPaths: len(r.paths),
+		DisallowedHits: r.disHits, EarlyAfterRetry: r.early, Connections: r.conns, CutShort: r.cut, RobotsFetches: r.robots, DistinctPaths: len(r.paths),
 		UntrackedPaths: r.untracked, DuplicateFetches: r.dups, MinGapMs: -1,
 		GapHistogram: map[string]int64{}, Status: map[string]int64{}, BytesSent: r.bytes, Pages: r.pages,
 	}

@@ -103,10 +103,14 @@ func waitAll(t *testing.T, cmds []*exec.Cmd) {
 }
 
 // checkFetchedOnce asserts at the server that each site's robots.txt was
-// fetched once for the whole fleet, and no page twice.
+// fetched once for the whole fleet, no page twice, and every streamed page
+// to its end (a permit refreshed for as long as the download lasts).
 func checkFetchedOnce(t *testing.T, ts *testserver.Server) {
 	t.Helper()
 	for i, s := range ts.Stats().Sites {
+		if s.CutShort != 0 {
+			t.Errorf("site %d (%s): %d downloads cut short", i, s.Rules, s.CutShort)
+		}
 		if s.RobotsFetches != 1 {
 			t.Errorf("site %d: robots.txt fetched %d times by the fleet", i, s.RobotsFetches)
 		}
@@ -147,7 +151,7 @@ func TestFleetCrawlEndToEnd(t *testing.T) {
 	ts, seeds := startSites(t, "mixed", 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmds := fleet(t, ctx, 4, rs.Addr, seeds, "--workers", "8", "--lease", "1s", "--timeout", "20s", "--visibility", "40s")
+	cmds := fleet(t, ctx, 4, rs.Addr, seeds, "--workers", "8", "--lease", "800ms", "--timeout", "20s", "--visibility", "40s")
 	waitAll(t, cmds)
 	checkPolite(t, ts)
 	checkAllFetched(t, ts)
