@@ -120,6 +120,21 @@ func checkFetchedOnce(t *testing.T, ts *testserver.Server) {
 	}
 }
 
+// checkRefetchedAtMost asserts at the server that at most n pages were
+// fetched again after a fault: at-least-once delivery refetches only what
+// was in the hands of the workers the fault hit (n of them), no more.
+func checkRefetchedAtMost(t *testing.T, ts *testserver.Server, n int64) {
+	t.Helper()
+	var dups int64
+	for _, s := range ts.Stats().Sites {
+		dups += s.DuplicateFetches
+	}
+	t.Logf("pages fetched twice: %d (at most %d: the URLs in hand of the workers hit)", dups, n)
+	if dups > n {
+		t.Errorf("%d pages fetched twice; at-least-once allows at most %d", dups, n)
+	}
+}
+
 // checkAllFetched asserts that each site's expected pages, and only those,
 // were answered 200.
 func checkAllFetched(t *testing.T, ts *testserver.Server) {
@@ -242,6 +257,7 @@ func TestKilledAndInterruptedWorkers(t *testing.T) {
 	cmds[0].Wait()
 	checkPolite(t, ts)
 	checkAllFetched(t, ts)
+	checkRefetchedAtMost(t, ts, 2*8) // the killed and the interrupted worker's 8 each
 }
 
 func TestDemo(t *testing.T) {

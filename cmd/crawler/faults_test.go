@@ -137,6 +137,7 @@ func TestRedisPausedMidCrawl(t *testing.T) {
 	t.Logf("crawl done %s after the pause began at %d ms; longest window over a cap: %s (steps at %v ms)", time.Since(paused).Round(100*time.Millisecond), pausedMs, window, at)
 	checkPolite(t, ts)
 	checkAllFetched(t, ts)
+	checkRefetchedAtMost(t, ts, 3*6) // downloads fenced during the pause: all 3 workers' 6
 }
 
 // Redis killed and restarted empty while permits are held for slow
@@ -162,6 +163,17 @@ func TestRedisRestartedEmptyMidCrawl(t *testing.T) {
 	if window > 0 {
 		t.Errorf("a site was over its cap for %s after Redis restarted empty", window)
 	}
+	lost, total := 0, 0
+	for i, want := range ts.Expected() {
+		got := ts.FetchedOK(i)
+		for p := range want {
+			total++
+			if !got[p] {
+				lost++
+			}
+		}
+	}
+	t.Logf("pages never fetched, their queue gone with Redis: %d of %d", lost, total)
 	checkPolite(t, ts)
 }
 
@@ -228,4 +240,5 @@ func TestWorkerCutOffFromRedis(t *testing.T) {
 	t.Logf("the cut-off worker exited %s after the partition healed", time.Since(healed).Round(time.Millisecond))
 	checkPolite(t, ts)
 	checkAllFetched(t, ts)
+	checkRefetchedAtMost(t, ts, 6) // the cut-off worker's
 }

@@ -100,6 +100,7 @@ func TestSkewedClocksAndAKilledWorker(t *testing.T) {
 	}
 	checkPolite(t, ts)
 	checkAllFetched(t, ts)
+	checkRefetchedAtMost(t, ts, 7) // the killed worker's
 }
 
 // waitFull waits until a site has all its slots taken by requests that all
