@@ -49,6 +49,9 @@ type Crawler struct {
 	lim *limiter.Limiter
 	rob *robots.Cache
 	o   Options
+	// base makes every worker's requests: one connection pool for the
+	// process, keeping a site's connections open between its requests.
+	base *http.Transport
 
 	scopeMu sync.RWMutex
 	scope   map[string]bool
@@ -77,11 +80,21 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, scope: map[string]bool{}}
+	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, scope: map[string]bool{}, base: pool(o.Cap)}
 	if o.Out != nil {
 		c.enc = json.NewEncoder(o.Out)
 	}
 	return c
+}
+
+// pool is http.DefaultTransport with room to keep a connection idle for
+// each of a site's slots (cap, default 3). The default keeps 2 per host, so
+// with 3 requests at once the third connection was often closed and dialled
+// again: 12 connections for 61 requests on one site, measured at the site.
+func pool(cap int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = max(cap, 3)
+	return t
 }
 
 // NewRobotsCache returns the robots cache a crawl needs: robots.txt
@@ -140,6 +153,7 @@ func (c *Crawler) Progress() Progress {
 // Options.Forever) or ctx ends. On ctx's end each worker gives its URL back
 // to the frontier and its permit back to the site, and Run returns nil.
 func (c *Crawler) Run(ctx context.Context) error {
+	defer c.base.CloseIdleConnections() // and so their goroutines
 	g, ctx := errgroup.WithContext(ctx)
 	for i := 0; i < c.o.Workers; i++ {
 		g.Go(func() error { return c.work(ctx, i) })
@@ -168,7 +182,7 @@ type result struct {
 }
 
 func (c *Crawler) work(ctx context.Context, n int) error {
-	tr := &fetch.Transport{Limiter: c.lim, Robots: c.rob, Cap: c.o.Cap, Observer: c.o.Observer}
+	tr := &fetch.Transport{Base: c.base, Limiter: c.lim, Robots: c.rob, Cap: c.o.Cap, Observer: c.o.Observer}
 	c.trMu.Lock()
 	c.transports = append(c.transports, tr)
 	c.trMu.Unlock()
