@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy is a TCP proxy on loopback in front of a server, which a test can
@@ -140,7 +141,7 @@ func (p *Proxy) serve(c net.Conn) {
 	if p.pass() != nil {
 		return
 	}
-	s, err := net.Dial("tcp", p.target)
+	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		return
 	}
