@@ -22,7 +22,7 @@ func PresetNames() []string {
 //     disallowed. The profile for utilisation figures.
 //   - mixed: a cycle of ten kinds: plain; Concurrency: 1; Concurrency: 2 in
 //     the * group; Crawl-delay; robots.txt 404; robots.txt 503 (disallow all);
-//     robots.txt behind redirects; pages that stream for 2.5 s; Request-rate;
+//     robots.txt behind redirects; pages that stream for 3.2 s; Request-rate;
 //     a slow, oversized robots.txt. Pages link across sites.
 //   - slow: 300 ms ± 100 ms pages, a third of the links to 3 s streams.
 //   - hostile: huge bodies, redirect loops, odd link schemes, invalid UTF-8,
@@ -79,7 +79,7 @@ var presets = map[string][]func() SiteSpec{
 		func() SiteSpec {
 			s := plain()
 			s.Pages = 20
-			s.Slow, s.SlowFor = 0.25, ms(2500)
+			s.Slow, s.SlowFor = 0.25, ms(3200)
 			return s
 		},
 		func() SiteSpec { s := plain(); s.Pages = 12; s.Robots.RequestRate = "4/1s"; return s },

@@ -43,7 +43,7 @@ func TestClusterCrawl(t *testing.T) {
 		t.Fatalf("all %d sites hash to one node", len(ts.Sites()))
 	}
 
-	cluster := []string{"--redis-cluster", strings.Join(rc.Addrs(), ","), "--workers", "6", "--lease", "800ms", "--timeout", "20s", "--visibility", "40s"}
+	cluster := []string{"--redis-cluster", strings.Join(rc.Addrs(), ","), "--workers", "6", "--lease", "1s", "--timeout", "20s", "--visibility", "40s"}
 	cmds := []*exec.Cmd{
 		worker(t, ctx, build(t), nil, rc.Addrs()[0], seeds, cluster...),
 		worker(t, ctx, build(t), nil, rc.Addrs()[0], seeds, cluster...),

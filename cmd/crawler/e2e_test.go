@@ -166,7 +166,7 @@ func TestFleetCrawlEndToEnd(t *testing.T) {
 	ts, seeds := startSites(t, "mixed", 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmds := fleet(t, ctx, 4, rs.Addr, seeds, "--workers", "8", "--lease", "800ms", "--timeout", "20s", "--visibility", "40s")
+	cmds := fleet(t, ctx, 4, rs.Addr, seeds, "--workers", "8", "--lease", "1s", "--timeout", "20s", "--visibility", "40s")
 	waitAll(t, cmds)
 	checkPolite(t, ts)
 	checkAllFetched(t, ts)
