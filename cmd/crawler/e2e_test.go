@@ -230,11 +230,7 @@ func TestKilledAndInterruptedWorkers(t *testing.T) {
 	cmds := fleet(t, ctx, 3, rs.Addr, seeds, "--workers", "8", "--lease", "1s", "--timeout", "2s", "--visibility", "3s")
 	waitRequests := func(n int64) {
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			var total int64
-			for _, s := range ts.Stats().Sites {
-				total += s.Requests
-			}
-			if total >= n {
+			if _, total := totals(ts); total >= n {
 				return
 			}
 		}

@@ -38,35 +38,18 @@ func faultCrawl(t *testing.T, ctx context.Context) (*redistest.Server, *testserv
 	t.Cleanup(rs.Close)
 	ts, seeds := faultSites(t, 0.4)
 	cmds := fleet(t, ctx, 3, rs.Addr, seeds, "--workers", "6", "--lease", "1s", "--timeout", "8s", "--visibility", "12s")
-	waitInFlight(t, ts, 4)
+	waitHeld(t, ts, 4, 0)
 	return rs, ts, cmds
 }
 
-// waitInFlight waits until the sites have at least n requests in flight.
-func waitInFlight(t *testing.T, ts *testserver.Server, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		total := 0
-		for _, s := range ts.Stats().Sites {
-			total += s.InFlight
-		}
-		if total >= n {
-			return
-		}
-	}
-	t.Fatalf("never %d requests in flight", n)
-}
-
 // waitHeld waits until the sites have at least n requests in flight that
-// all started at least age ago: none has started since.
+// all started at least age ago: none has started since (age 0: any n in
+// flight).
 func waitHeld(t *testing.T, ts *testserver.Server, n int, age time.Duration) {
 	t.Helper()
 	last, since := int64(-1), time.Now()
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		inFlight, requests := 0, int64(0)
-		for _, s := range ts.Stats().Sites {
-			inFlight, requests = inFlight+s.InFlight, requests+s.Requests
-		}
+		inFlight, requests := totals(ts)
 		if requests != last {
 			last, since = requests, time.Now()
 		}
@@ -101,19 +84,24 @@ func overCapWindow(ts *testserver.Server) (time.Duration, []int64) {
 // untilNextRequest waits (up to a minute) for the sites' next request and
 // says how long that took.
 func untilNextRequest(ts *testserver.Server) time.Duration {
-	before, from := totalRequests(ts), time.Now()
-	for totalRequests(ts) == before && time.Since(from) < time.Minute {
+	_, before := totals(ts)
+	from := time.Now()
+	for time.Since(from) < time.Minute {
+		if _, n := totals(ts); n != before {
+			break
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	return time.Since(from).Round(time.Millisecond)
 }
 
-// totalRequests is the number of requests all the sites have seen.
-func totalRequests(ts *testserver.Server) (n int64) {
+// totals reads, from one snapshot of the sites, the requests in flight
+// and the requests seen in all.
+func totals(ts *testserver.Server) (inFlight int, requests int64) {
 	for _, s := range ts.Stats().Sites {
-		n += s.Requests
+		inFlight, requests = inFlight+s.InFlight, requests+s.Requests
 	}
-	return n
+	return inFlight, requests
 }
 
 // Redis paused (CLIENT PAUSE) for 3 leases while permits are held for slow
@@ -206,13 +194,10 @@ func TestWorkerCutOffFromRedis(t *testing.T) {
 
 	// Only the cut-off worker is crawling: watch the sites for 3 leases.
 	var busy, started time.Time // last seen with a request in flight; last new request
-	before := totalRequests(ts)
+	_, before := totals(ts)
 	for time.Since(cut) < 3*lease {
-		inFlight := 0
-		for _, s := range ts.Stats().Sites {
-			inFlight += s.InFlight
-		}
-		if n := totalRequests(ts); n != before {
+		inFlight, n := totals(ts)
+		if n != before {
 			before, started = n, time.Now()
 		}
 		if inFlight > 0 {
