@@ -39,7 +39,7 @@ type Config struct {
 	MetricsAddr   string        `yaml:"metrics_addr" env:"CRAWLER_METRICS_ADDR" flag:"metrics-addr" help:"serve Prometheus /metrics here (e.g. 127.0.0.1:9090; empty: off)"`
 	Visibility    time.Duration `yaml:"visibility" env:"CRAWLER_VISIBILITY" flag:"visibility" help:"a URL taken by a worker that goes quiet is handed to another after this"`
 	MaxAttempts   int           `yaml:"max_attempts" env:"CRAWLER_MAX_ATTEMPTS" flag:"max-attempts" help:"tries per URL on 5xx, 429 and network errors"`
-	Timeout       time.Duration `yaml:"timeout" env:"CRAWLER_TIMEOUT" flag:"timeout" help:"one request, waiting for its permit included"`
+	Timeout       time.Duration `yaml:"timeout" env:"CRAWLER_TIMEOUT" flag:"timeout" help:"one request, waiting for its permit included (robots.txt: up to this for its permit, then this again for the request)"`
 	MaxBodySize   int           `yaml:"max_body_size" env:"CRAWLER_MAX_BODY_SIZE" flag:"max-body-size" help:"bytes read of a response body"`
 	MaxCrawlDelay time.Duration `yaml:"max_crawl_delay" env:"CRAWLER_MAX_CRAWL_DELAY" flag:"max-crawl-delay" help:"longest Crawl-delay honoured; longer ones are clamped"`
 	Forever       bool          `yaml:"forever" env:"CRAWLER_FOREVER" flag:"forever" help:"keep waiting for new URLs when the crawl is done"`

@@ -180,15 +180,30 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		rule = r
 	}
+	// robots.txt: the wait for the permit and the request are timed apart
+	// (robots.FetchTimeout), so that waiting behind others never cuts the
+	// time the site has to answer and gets it judged unreachable.
+	reqTimeout := robots.FetchTimeout(ctx)
 	p := t.take(site)
 	if p == nil {
+		actx, acancel := ctx, context.CancelFunc(func() {})
+		if reqTimeout > 0 {
+			actx, acancel = context.WithTimeout(ctx, reqTimeout)
+		}
 		var err error
-		if p, err = t.acquire(ctx, site, rule); err != nil {
+		p, err = t.acquire(actx, site, rule)
+		acancel()
+		if err != nil {
 			return nil, err
 		}
 	}
 	p.KeepAlive(context.WithoutCancel(ctx)) // ends at Release or loss
 	rctx, cancel := p.Context(ctx)
+	if reqTimeout > 0 {
+		pcancel := cancel
+		tctx, tcancel := context.WithTimeout(rctx, reqTimeout)
+		rctx, cancel = tctx, func() { tcancel(); pcancel() }
+	}
 	resp, err := t.base().RoundTrip(req.WithContext(rctx))
 	if err != nil {
 		cancel()

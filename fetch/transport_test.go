@@ -355,3 +355,42 @@ func TestRobotsFetchWithoutPermitIsNoVerdict(t *testing.T) {
 		t.Fatalf("once the permit is free: %d, %v; want the page", code, err)
 	}
 }
+
+// The permit wait is not the site's time: a robots.txt that comes within
+// FetchTimeout of its request is a verdict on the site however long the
+// request first waited for the site's permit (within FetchTimeout too).
+// Counted together, a wait of 0.7 s left a 0.5 s robots.txt 0.3 s, and the
+// whole site was closed as unreachable.
+func TestRobotsTimeoutStartsAtThePermit(t *testing.T) {
+	ts, err := testserver.New(testserver.Profile{Name: t.Name(), Seed: 1, Sites: []testserver.SiteSpec{{Pages: 5, Links: 1,
+		Robots: testserver.Robots{Delay: testserver.Duration(500 * time.Millisecond)}}}}, testserver.WithControl(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	rdb := srv.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	prefix := "t:" + t.Name()
+	l := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: 5 * time.Second})
+	defer l.Close()
+	tr := &Transport{Limiter: l, Cap: 3}
+	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: tr}, &robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0",
+		FetchTimeout: time.Second})
+	u := mustURL(t, ts.Sites()[0].URL+"/p/1")
+	held, err := l.AcquireRule(ctx, robots.Site(u), limiter.Rule{Limit: 1}) // robots.txt waits behind every holder
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(700*time.Millisecond, func() { held.Release(context.Background()) })
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	if code, err := get(c, u.String()); err != nil || code != 200 {
+		t.Fatalf("robots.txt 0.5 s after a 0.7 s wait for its permit, timeout 1 s: %d, %v; want the page", code, err)
+	}
+	if n := ts.Stats().Sites[0].RobotsFetches; n != 1 {
+		t.Fatalf("robots.txt fetched %d times, want 1", n)
+	}
+}

@@ -33,8 +33,9 @@ type CacheOptions struct {
 	// robots.txt is fetched again: RetryMin, doubling per failure, up to
 	// RetryMax (defaults 1m and 1h).
 	RetryMin, RetryMax time.Duration
-	// FetchTimeout bounds one fetch, redirects and waiting for a permit
-	// included (default 30s).
+	// FetchTimeout bounds the wait for the site's permit and, timed from the
+	// permit, each request of a robots.txt fetch; twice it bounds the whole
+	// fetch, redirects included (default 30s). See the FetchTimeout func.
 	FetchTimeout time.Duration
 	// LocalSize bounds the in-process layer (default 10000 sites).
 	LocalSize int
@@ -200,7 +201,7 @@ func (c *Cache) Policy(ctx context.Context, u *url.URL) (Policy, error) {
 	// One load per site in this process. It runs detached from the first
 	// caller's ctx, so that caller giving up does not fail the others.
 	ch := c.flight.DoChan(site, func() (any, error) {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*c.o.fetchTimeout()+5*time.Second)
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*c.o.fetchTimeout()+5*time.Second)
 		defer cancel()
 		return c.load(lctx, site, robotsURL)
 	})
@@ -235,7 +236,7 @@ func (c *Cache) load(ctx context.Context, site, robotsURL string) (Policy, error
 			}
 		}
 		token := uuid.NewString()
-		ok, err := c.rdb.SetNX(ctx, k.lease, token, c.o.fetchTimeout()+5*time.Second).Result()
+		ok, err := c.rdb.SetNX(ctx, k.lease, token, 2*c.o.fetchTimeout()+5*time.Second).Result() // outlasts a fetch
 		if err != nil {
 			return Policy{}, fmt.Errorf("robots: %s: lease: %w", site, err)
 		}

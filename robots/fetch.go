@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // maxRedirects is how many redirects a robots.txt fetch follows (RFC 9309:
@@ -28,6 +29,18 @@ var ErrNotFetched = errors.New("robots: not fetched (the crawler's doing, not th
 // the robots check for the request that fetches robots.txt itself.
 func IsFetch(ctx context.Context) bool { return ctx.Value(fetchKey{}) != nil }
 
+// FetchTimeout is, for the ctx of a Cache's robots.txt fetch, the Cache's
+// FetchTimeout; 0 for any other ctx. A permit-taking transport bounds its
+// wait for the site's permit by it, and then the request by it again,
+// timed from the permit: a wait behind other requests is the crawler's
+// doing and must not shorten the time the site has to answer, or a busy
+// site would be judged unreachable and closed. The fetch as a whole (every
+// redirect hop) is bounded by twice FetchTimeout.
+func FetchTimeout(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(fetchKey{}).(time.Duration)
+	return d
+}
+
 // Site is the key a URL's site is known by, here and in the limiter: the
 // lower-case host, with the port unless it is the scheme's default.
 func Site(u *url.URL) string {
@@ -45,10 +58,12 @@ func Site(u *url.URL) string {
 }
 
 // fetch gets robotsURL with the cache's client: up to maxRedirects
-// redirects, at most MaxBytes+1 of body. A network error, or a body cut
-// short, gives status 0 (unreachable).
+// redirects, at most MaxBytes+1 of body, within twice the fetch timeout
+// (see FetchTimeout). A network error, or a body cut short, gives status 0
+// (unreachable).
 func (c *Cache) fetch(ctx context.Context, robotsURL string) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(context.WithValue(ctx, fetchKey{}, true), c.o.fetchTimeout())
+	d := c.o.fetchTimeout()
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, fetchKey{}, d), 2*d)
 	defer cancel()
 	client := *c.client
 	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
