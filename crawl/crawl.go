@@ -99,12 +99,17 @@ func pool(cap int) *http.Transport {
 
 // NewRobotsCache returns the robots cache a crawl needs: robots.txt
 // requests take permits like every other request, and a crawl delay starts
-// with the robots.txt request itself (so the first page waits too).
+// with the robots.txt request itself (so the first page waits too). A
+// Fetched hook in o is still called, after that.
 func NewRobotsCache(rdb redis.UniversalClient, lim *limiter.Limiter, cap int, o robots.CacheOptions, obs fetch.Observer) *robots.Cache {
 	tr := &fetch.Transport{Limiter: lim, Cap: cap, Observer: obs}
+	then := o.Fetched
 	o.Fetched = func(ctx context.Context, site string, p robots.Policy) {
 		if p.CrawlDelay > 0 {
 			lim.Backoff(ctx, site, p.CrawlDelay)
+		}
+		if then != nil {
+			then(ctx, site, p)
 		}
 	}
 	rob := robots.NewCache(rdb, &http.Client{Transport: tr, Timeout: 2 * time.Minute}, &o)

@@ -171,6 +171,25 @@ func TestFleetCrawlEndToEnd(t *testing.T) {
 	checkPolite(t, ts)
 	checkAllFetched(t, ts)
 	checkFetchedOnce(t, ts)
+	// A site closed by its robots.txt (5xx) is named once in the fleet's
+	// logs, and no other site is.
+	var logs strings.Builder
+	for _, cmd := range cmds {
+		logs.WriteString(cmd.Stderr.(*strings.Builder).String())
+	}
+	closed := 0
+	for _, site := range ts.Sites() {
+		n := strings.Count(logs.String(), `"msg":"robots.txt unreachable: the site is closed until it is fetched again","site":"`+site.Host+`"`)
+		if site.ClosedSite {
+			closed++
+		}
+		if want := map[bool]int{true: 1, false: 0}[site.ClosedSite]; n != want {
+			t.Errorf("site %s (closed %v) named %d times as unreachable in the logs, want %d", site.Host, site.ClosedSite, n, want)
+		}
+	}
+	if closed == 0 {
+		t.Error("the mixed profile has no site whose robots.txt closes it")
+	}
 	// Every fetch is in some process's JSON lines, and the work was shared.
 	lines, workers := 0, map[string]int{}
 	for _, cmd := range cmds {

@@ -164,7 +164,12 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	m := metrics.New()
 	m.CountRoundTrips(rdb)
 	rob := crawl.NewRobotsCache(rdb, lim, cfg.MaxPerSite, robots.CacheOptions{Prefix: cfg.Prefix, UserAgent: cfg.UserAgent,
-		FetchTimeout: cfg.Timeout, Parse: robots.Options{MaxCrawlDelay: cfg.MaxCrawlDelay}}, m)
+		FetchTimeout: cfg.Timeout, Parse: robots.Options{MaxCrawlDelay: cfg.MaxCrawlDelay},
+		Fetched: func(_ context.Context, site string, p robots.Policy) {
+			if p.Unreachable() {
+				log.Warn("robots.txt unreachable: the site is closed until it is fetched again", "site", site, "status", p.Status)
+			}
+		}}, m)
 	m.Robots(rob)
 	fr := frontier.New(rdb, &frontier.Options{Prefix: cfg.Prefix, Crawl: cfg.Crawl, Visibility: cfg.Visibility,
 		MaxAttempts: cfg.MaxAttempts, MaxDepth: cfg.MaxDepth, MaxPages: cfg.MaxPages})
