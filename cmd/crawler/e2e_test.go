@@ -39,6 +39,13 @@ func worker(t *testing.T, ctx context.Context, bin string, env []string, redisAd
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		// A failed test shows what each worker that has ended logged.
+		if t.Failed() && cmd.ProcessState != nil {
+			log := cmd.Stderr.(*strings.Builder).String()
+			t.Logf("worker %d (%v) logged, last 8 KiB:\n%s", cmd.Process.Pid, cmd.ProcessState, log[max(len(log)-8<<10, 0):])
+		}
+	})
 	return cmd
 }
 
