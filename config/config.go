@@ -42,6 +42,7 @@ type Config struct {
 	Timeout       time.Duration `yaml:"timeout" env:"CRAWLER_TIMEOUT" flag:"timeout" help:"one request, waiting for its permit included (robots.txt: up to this for its permit, then this again for the request)"`
 	MaxBodySize   int           `yaml:"max_body_size" env:"CRAWLER_MAX_BODY_SIZE" flag:"max-body-size" help:"bytes read of a response body"`
 	MaxCrawlDelay time.Duration `yaml:"max_crawl_delay" env:"CRAWLER_MAX_CRAWL_DELAY" flag:"max-crawl-delay" help:"longest Crawl-delay honoured; longer ones are clamped"`
+	StopGrace     time.Duration `yaml:"stop_grace" env:"CRAWLER_STOP_GRACE" flag:"stop-grace" help:"on SIGINT/SIGTERM, how long downloads under way may go on to finish, so that no other worker fetches them again (0: cancel them at once)"`
 	Forever       bool          `yaml:"forever" env:"CRAWLER_FOREVER" flag:"forever" help:"keep waiting for new URLs when the crawl is done"`
 	Progress      time.Duration `yaml:"progress" env:"CRAWLER_PROGRESS" flag:"progress" help:"how often to report progress"`
 }
@@ -53,6 +54,7 @@ func Default() Config {
 		UserAgent: "politebot/0.1 (+https://github.com/polite-crawler/polite)", Lease: 10 * time.Second,
 		Semaphore: "locked", Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
 		MaxBodySize: 10 << 20, MaxCrawlDelay: 30 * time.Second, Progress: 5 * time.Second,
+		StopGrace: 10 * time.Second,
 	}
 }
 
@@ -237,6 +239,9 @@ func (c *Config) Validate() error {
 		bad("timeout", "%s: want at least 1s", c.Timeout)
 	} else if c.Visibility <= c.Timeout {
 		bad("visibility", "%s must be longer than --timeout %s, or slow fetches are handed out twice", c.Visibility, c.Timeout)
+	}
+	if c.StopGrace < 0 {
+		bad("stop-grace", "%s: want >= 0", c.StopGrace)
 	}
 	if c.MaxAttempts < 1 {
 		bad("max-attempts", "%d: want >= 1", c.MaxAttempts)

@@ -38,9 +38,14 @@ type Options struct {
 	MaxBodySize int           // bytes read of a body (default 10 MiB)
 	Timeout     time.Duration // one request, waiting for its permit included (default 60s)
 	Forever     bool          // keep polling after the crawl is done
-	Out         io.Writer     // results as JSON lines; nil for none
-	Log         *slog.Logger  // default: discard
-	Observer    fetch.Observer
+	// StopGrace is how long, once Run's ctx ends, the downloads under way may
+	// go on: each that finishes in time is settled like any other, rather
+	// than given back half-done and fetched again by another worker. No new
+	// request starts meanwhile. 0 cancels them at once.
+	StopGrace time.Duration
+	Out       io.Writer    // results as JSON lines; nil for none
+	Log       *slog.Logger // default: discard
+	Observer  fetch.Observer
 }
 
 // Crawler runs one process's workers on a shared crawl.
@@ -155,13 +160,34 @@ func (c *Crawler) Progress() Progress {
 }
 
 // Run works until the crawl is done for the whole fleet (or forever with
-// Options.Forever) or ctx ends. On ctx's end each worker gives its URL back
-// to the frontier and its permit back to the site, and Run returns nil.
+// Options.Forever) or ctx ends. On ctx's end no new request starts; the
+// downloads under way get Options.StopGrace to finish and be settled, and
+// those that do not are cancelled and given back to the frontier; then Run
+// returns nil.
 func (c *Crawler) Run(ctx context.Context) error {
 	defer c.base.CloseIdleConnections() // and so their goroutines
 	g, ctx := errgroup.WithContext(ctx)
+	// Requests run under fetching, which outlives ctx by StopGrace.
+	fetching, abort := context.WithCancel(context.WithoutCancel(ctx))
+	defer abort()
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() { // owned by Run: ends with it
+		select {
+		case <-ended:
+			return
+		case <-ctx.Done():
+		}
+		t := time.NewTimer(c.o.StopGrace)
+		defer t.Stop()
+		select {
+		case <-ended:
+		case <-t.C:
+			abort()
+		}
+	}()
 	for i := 0; i < c.o.Workers; i++ {
-		g.Go(func() error { return c.work(ctx, i) })
+		g.Go(func() error { return c.work(ctx, fetching, i) })
 	}
 	return g.Wait()
 }
@@ -186,12 +212,14 @@ type result struct {
 	Error     string    `json:"error,omitempty"`
 }
 
-func (c *Crawler) work(ctx context.Context, n int) error {
+// work is one worker: it takes URLs and fetches them until ctx ends; its
+// requests run under fetching (see Run).
+func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 	tr := &fetch.Transport{Base: c.base, Limiter: c.lim, Robots: c.rob, Cap: c.o.Cap, Observer: c.o.Observer}
 	c.trMu.Lock()
 	c.transports = append(c.transports, tr)
 	c.trMu.Unlock()
-	col := fetch.NewCollector(tr, fetch.CollectorOptions{UserAgent: c.o.UserAgent, MaxBodySize: c.o.MaxBodySize, Timeout: c.o.Timeout, Context: ctx})
+	col := fetch.NewCollector(tr, fetch.CollectorOptions{UserAgent: c.o.UserAgent, MaxBodySize: c.o.MaxBodySize, Timeout: c.o.Timeout, Context: fetching})
 	var cur struct {
 		status int
 		bytes  int
@@ -228,6 +256,9 @@ func (c *Crawler) work(ctx context.Context, n int) error {
 		var empty *frontier.EmptyError
 		switch {
 		case ctx.Err() != nil:
+			if err == nil {
+				c.giveBack(it) // taken as the stop came
+			}
 			return nil
 		case errors.Is(err, frontier.ErrDone) && !c.o.Forever:
 			return nil
@@ -310,19 +341,34 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 			c.o.Log.Warn("frontier", "site", it.Site, "err", err)
 		}
 	}
-	c.inflight.Add(1)
-	err = col.Request(http.MethodGet, it.URL, nil, nil, nil)
-	c.inflight.Add(-1)
+	if ctx.Err() == nil {
+		c.inflight.Add(1)
+		err = col.Request(http.MethodGet, it.URL, nil, nil, nil)
+		c.inflight.Add(-1)
+	}
 	tr.Reclaim(context.WithoutCancel(ctx))
-	if ctx.Err() != nil {
-		c.giveBack(it) // stopping: leave the URL to the others
+	stopping := ctx.Err() != nil
+	if stopping && (*status == 0 || errors.Is(err, context.Canceled)) {
+		c.giveBack(it) // stopped before or during its fetch: leave it to the others
 		return nil
+	}
+	if stopping {
+		// The site answered as the stop came (see StopGrace): settle the
+		// URL all the same, or another worker fetches it again.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
 	}
 	c.record(it, *status, *size, err)
 	switch {
 	case err == nil || (*status >= 300 && *status < 400):
 		if err == nil {
 			c.pages.Add(1)
+		}
+		if stopping {
+			_, aerr := c.fr.Add(ctx, it.Depth+1, c.inScope(*links)...)
+			c.settle(ctx, it, errors.Join(aerr, c.fr.Done(ctx, it)))
+			return nil
 		}
 		next, settled, err := c.fr.DoneNext(ctx, it, c.inScope(*links))
 		c.settle(ctx, it, settled)

@@ -162,3 +162,79 @@ func TestConnectionsAreReused(t *testing.T) {
 		t.Errorf("%d connections for %d requests at %d at once", st.Connections, st.Requests, st.Cap)
 	}
 }
+
+// When Run's ctx ends, the downloads under way get StopGrace to finish:
+// they are settled, so the crawler that takes over fetches none of them
+// again, and no download is cut short at the site. With no grace they are
+// cut and given back, and fetched twice.
+func TestStopGraceLetsDownloadsFinish(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		grace time.Duration
+	}{{"grace", 10 * time.Second}, {"none", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts, err := testserver.New(testserver.Profile{Name: "stop", Seed: 1, Sites: []testserver.SiteSpec{
+				{Pages: 6, Links: 6, Slow: 1, SlowFor: testserver.Duration(2 * time.Second), PageBytes: 20000}}}, testserver.WithControl(""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ts.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer ts.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			rdb := srv.Client()
+			defer rdb.Close()
+			prefix := "t:stop:" + tc.name
+			crawler := func() *Crawler {
+				lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: time.Second})
+				t.Cleanup(func() { lim.Close() })
+				rob := NewRobotsCache(rdb, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
+				fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: "stop", Visibility: time.Minute})
+				return New(fr, lim, rob, Options{Workers: 3, Cap: 3, UserAgent: "politebot/1.0", Timeout: 20 * time.Second, StopGrace: tc.grace})
+			}
+			first := crawler()
+			if _, err := first.Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
+				t.Fatal(err)
+			}
+			stop, cancelFirst := context.WithCancel(ctx)
+			defer cancelFirst()
+			ran := make(chan error, 1)
+			go func() { ran <- first.Run(stop) }()
+			// Stop it while three slow pages stream.
+			for ts.Stats().Sites[0].InFlight < 3 {
+				if ctx.Err() != nil {
+					t.Fatal("the first crawler never had 3 downloads under way")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(300 * time.Millisecond)
+			start := time.Now()
+			cancelFirst()
+			if err := <-ran; err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			if err := crawler().Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			st := ts.Stats().Sites[0]
+			t.Logf("grace %v: stopped in %v; %d requests, %d cut short, %d fetched twice", tc.grace, took.Round(time.Millisecond), st.Requests, st.CutShort, st.DuplicateFetches)
+			got := ts.FetchedOK(0)
+			for p := range ts.Expected()[0] {
+				if !got[p] {
+					t.Errorf("%s never fetched", p)
+				}
+			}
+			if tc.grace > 0 && (st.CutShort != 0 || st.DuplicateFetches != 0) {
+				t.Errorf("with a grace: %d downloads cut short, %d fetched twice; want none", st.CutShort, st.DuplicateFetches)
+			}
+			// 2 s streams, stopped 0.3 s in: without a grace they are cut
+			// at once, and fetched again by the second crawler.
+			if tc.grace == 0 && (st.CutShort < 3 || st.DuplicateFetches < 3 || took > 1500*time.Millisecond) {
+				t.Errorf("without a grace: stopped in %v, %d cut short, %d fetched twice; want at once, 3 and 3", took, st.CutShort, st.DuplicateFetches)
+			}
+		})
+	}
+}

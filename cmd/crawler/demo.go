@@ -96,7 +96,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for i := 0; i < *procs; i++ {
 		cmd := exec.CommandContext(ctx, exe, append([]string{"run", "--redis", *redisURL, "--crawl", crawlName,
 			"--workers", strconv.Itoa(*workers), "--lease", lease.String(), "--semaphore", *semaphore,
-			"--timeout", "30s", "--visibility", "1m", "--progress", "1h"}, seeds...)...)
+			"--timeout", "30s", "--visibility", "1m", "--progress", "1h", "--stop-grace", "5s"}, seeds...)...)
 		cmd.Stdout, cmd.Stderr = &logs[i], &logs[i]
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // let workers give URLs back
 		cmd.WaitDelay = 10 * time.Second

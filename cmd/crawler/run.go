@@ -184,7 +184,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		out = f
 	}
 	c := crawl.New(fr, lim, rob, crawl.Options{Workers: cfg.Workers, Cap: cfg.MaxPerSite, UserAgent: cfg.UserAgent,
-		MaxBodySize: cfg.MaxBodySize, Timeout: cfg.Timeout, Forever: cfg.Forever, Out: out, Log: log, Observer: m})
+		MaxBodySize: cfg.MaxBodySize, Timeout: cfg.Timeout, StopGrace: cfg.StopGrace, Forever: cfg.Forever, Out: out, Log: log, Observer: m})
 	added, err := c.Seed(ctx, seeds)
 	if err != nil {
 		if strings.Contains(err.Error(), "NOPERM") {
@@ -195,6 +195,11 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("crawl started", "crawl", cfg.Crawl, "redis", cfg.RedisAddrs(), "seeds", len(seeds), "new", added,
 		"workers", cfg.Workers, "max_per_site", cfg.MaxPerSite, "semaphore", cfg.Semaphore)
 
+	defer context.AfterFunc(ctx, func() {
+		if n := c.Progress().InFlight; n > 0 {
+			log.Info("stopping: no new requests; the downloads under way may finish", "in_flight", n, "stop_grace", cfg.StopGrace.String())
+		}
+	})()
 	g, gctx := errgroup.WithContext(ctx)
 	done := make(chan struct{})
 	if cfg.MetricsAddr != "" {
