@@ -318,39 +318,45 @@ func TestEarlyCloseDoesNotOverlapAtTheSite(t *testing.T) {
 // A robots.txt fetch that cannot get the site's permit in time (others hold
 // it) is no verdict on the site: the request fails and can be tried again,
 // rather than the site counting as unreachable and closed.
-func TestRobotsFetchWithoutPermitIsNoVerdict(t *testing.T) {
-	ts, err := testserver.New(testserver.Profile{Name: t.Name(), Seed: 1, Sites: []testserver.SiteSpec{{Pages: 5, Links: 1}}}, testserver.WithControl(""))
+// robotsWaiting serves one site and returns a client whose robots.txt
+// fetches have fetchTimeout, a URL of the site, and the site's only permit
+// for robots.txt, already held (robots.txt waits behind every holder).
+func robotsWaiting(t *testing.T, site testserver.SiteSpec, fetchTimeout time.Duration) (*http.Client, *url.URL, *limiter.Permit, *testserver.Server) {
+	t.Helper()
+	ts, err := testserver.New(testserver.Profile{Name: t.Name(), Seed: 1, Sites: []testserver.SiteSpec{site}}, testserver.WithControl(""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ts.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer ts.Close()
+	t.Cleanup(func() { ts.Close() })
 	rdb := srv.Client()
-	defer rdb.Close()
-	ctx := context.Background()
+	t.Cleanup(func() { rdb.Close() })
 	prefix := "t:" + t.Name()
 	l := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: 5 * time.Second})
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	tr := &Transport{Limiter: l, Cap: 3}
 	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: tr}, &robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0",
-		FetchTimeout: 200 * time.Millisecond})
+		FetchTimeout: fetchTimeout})
 	u := mustURL(t, ts.Sites()[0].URL+"/p/1")
-	site := robots.Site(u)
-	held, err := l.AcquireRule(ctx, site, limiter.Rule{Limit: 1}) // robots.txt waits behind every holder
+	held, err := l.AcquireRule(context.Background(), robots.Site(u), limiter.Rule{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	_, err = get(c, u.String())
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, u, held, ts
+}
+
+func TestRobotsFetchWithoutPermitIsNoVerdict(t *testing.T) {
+	c, u, held, ts := robotsWaiting(t, testserver.SiteSpec{Pages: 5, Links: 1}, 200*time.Millisecond)
+	_, err := get(c, u.String())
 	if !errors.Is(err, robots.ErrNotFetched) || errors.Is(err, ErrDisallowed) {
 		t.Fatalf("a page whose robots.txt could not get a permit: %v, want ErrNotFetched and not disallowed", err)
 	}
 	if n := ts.Stats().Sites[0].RobotsFetches; n != 0 {
 		t.Fatalf("robots.txt fetched %d times while the permit was held", n)
 	}
-	held.Release(ctx)
+	held.Release(context.Background())
 	if code, err := get(c, u.String()); err != nil || code != 200 {
 		t.Fatalf("once the permit is free: %d, %v; want the page", code, err)
 	}
@@ -362,31 +368,9 @@ func TestRobotsFetchWithoutPermitIsNoVerdict(t *testing.T) {
 // Counted together, a wait of 0.7 s left a 0.5 s robots.txt 0.3 s, and the
 // whole site was closed as unreachable.
 func TestRobotsTimeoutStartsAtThePermit(t *testing.T) {
-	ts, err := testserver.New(testserver.Profile{Name: t.Name(), Seed: 1, Sites: []testserver.SiteSpec{{Pages: 5, Links: 1,
-		Robots: testserver.Robots{Delay: testserver.Duration(500 * time.Millisecond)}}}}, testserver.WithControl(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
-	rdb := srv.Client()
-	defer rdb.Close()
-	ctx := context.Background()
-	prefix := "t:" + t.Name()
-	l := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: 5 * time.Second})
-	defer l.Close()
-	tr := &Transport{Limiter: l, Cap: 3}
-	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: tr}, &robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0",
-		FetchTimeout: time.Second})
-	u := mustURL(t, ts.Sites()[0].URL+"/p/1")
-	held, err := l.AcquireRule(ctx, robots.Site(u), limiter.Rule{Limit: 1}) // robots.txt waits behind every holder
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, u, held, ts := robotsWaiting(t, testserver.SiteSpec{Pages: 5, Links: 1,
+		Robots: testserver.Robots{Delay: testserver.Duration(500 * time.Millisecond)}}, time.Second)
 	time.AfterFunc(700*time.Millisecond, func() { held.Release(context.Background()) })
-	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	if code, err := get(c, u.String()); err != nil || code != 200 {
 		t.Fatalf("robots.txt 0.5 s after a 0.7 s wait for its permit, timeout 1 s: %d, %v; want the page", code, err)
 	}
