@@ -14,9 +14,9 @@ import (
 func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	robotsFile := path == "/robots.txt" || strings.HasPrefix(path, "/robots-hop/")
-	s.rec.begin(path, !robotsFile && s.rules.disallowed(path), path == "/robots.txt")
-	cw := &countingWriter{ResponseWriter: w, status: http.StatusOK}
-	defer func() { s.rec.end(path, cw.status, cw.bytes) }()
+	req := s.rec.begin(path, !robotsFile && s.rules.disallowed(path), path == "/robots.txt")
+	cw := &countingWriter{ResponseWriter: w, status: http.StatusOK, req: req}
+	defer func() { s.rec.end(req, cw.status, cw.bytes) }()
 	if robotsFile {
 		s.serveRobots(cw, r)
 		return
@@ -265,19 +265,32 @@ type countingWriter struct {
 	status      int
 	bytes       int64
 	wroteHeader bool
+	req         *request // what an over-cap sample reads, atomically
 }
 
 func (c *countingWriter) WriteHeader(code int) {
 	if !c.wroteHeader {
 		c.status, c.wroteHeader = code, true
+		c.sized()
 	}
 	c.ResponseWriter.WriteHeader(code)
 }
 
+// sized notes the response's Content-Length, once its header goes out.
+func (c *countingWriter) sized() {
+	if n, err := strconv.ParseInt(c.Header().Get("Content-Length"), 10, 64); err == nil {
+		c.req.size.Store(n)
+	}
+}
+
 func (c *countingWriter) Write(b []byte) (int, error) {
-	c.wroteHeader = true
+	if !c.wroteHeader {
+		c.wroteHeader = true
+		c.sized()
+	}
 	n, err := c.ResponseWriter.Write(b)
 	c.bytes += int64(n)
+	c.req.sent.Add(int64(n))
 	return n, err
 }
 

@@ -3,6 +3,7 @@ package testserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -100,8 +101,17 @@ func TestConcurrencyCountedExactly(t *testing.T) {
 			t.Errorf("%d concurrent requests: max_inflight %d", k, st.MaxInFlight)
 		}
 		// The cap is 2: only starts with 2 or more already in flight count.
-		if want := int64(max(0, k-2)); st.OverCap != want {
-			t.Errorf("%d concurrent requests, cap 2: over_cap %d, want %d", k, st.OverCap, want)
+		if want := int64(max(0, k-2)); st.OverCap != want || len(st.OverCapSamples) != int(want) {
+			t.Errorf("%d concurrent requests, cap 2: over_cap %d, want %d; samples %q", k, st.OverCap, want, st.OverCapSamples)
+		}
+		// Each over-cap start names what was in flight: the earlier
+		// requests, still waiting for their first byte.
+		for i, sample := range st.OverCapSamples {
+			if !strings.HasPrefix(sample, "/p/1 started at +") ||
+				!strings.Contains(sample, fmt.Sprintf(" with %d in flight: /p/1 (for ", i+2)) || !strings.Contains(sample, "ms, 0 bytes sent)") {
+				t.Errorf("over-cap sample %d: %q", i, sample)
+			}
+			t.Log(sample)
 		}
 	}
 	// Sequential requests never count as over the cap.

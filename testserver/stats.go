@@ -1,9 +1,12 @@
 package testserver
 
 import (
+	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,9 +37,11 @@ type SiteStats struct {
 	InFlight     int    `json:"inflight"`
 	MaxInFlight  int    `json:"max_inflight"`
 	// OverCap counts requests that started while Cap requests were already
-	// in flight.
-	OverCap        int64 `json:"over_cap"`
-	DisallowedHits int64 `json:"disallowed_hits"`
+	// in flight; OverCapSamples describes the first few: what was in flight
+	// then, how long each had run and how much of its body it had sent.
+	OverCap        int64    `json:"over_cap"`
+	OverCapSamples []string `json:"over_cap_samples,omitempty"`
+	DisallowedHits int64    `json:"disallowed_hits"`
 	// EarlyAfterRetry counts requests that started before a Retry-After the
 	// site had sent ran out. Where Cap > 1, a request already granted when
 	// the answer went out may start before the client hears of it.
@@ -77,6 +82,8 @@ type recorder struct {
 	inflight  int
 	maxIn     int
 	overCap   int64
+	samples   []string          // the first maxSamples over-cap starts, described
+	live      map[*request]bool // requests in flight
 	disHits   int64
 	holdUntil time.Time // a Retry-After sent runs out
 	early     int64
@@ -98,7 +105,7 @@ type recorder struct {
 }
 
 func newRecorder(cap int, start time.Time) *recorder {
-	r := &recorder{cap: cap, start: start}
+	r := &recorder{cap: cap, start: start, live: map[*request]bool{}}
 	r.reset()
 	return r
 }
@@ -108,6 +115,7 @@ func (r *recorder) reset() {
 	defer r.mu.Unlock()
 	r.requests, r.maxIn, r.overCap, r.disHits, r.robots, r.early, r.conns, r.cut = 0, r.inflight, 0, 0, 0, 0, 0, 0
 	r.paths = map[string]bool{}
+	r.samples = nil
 	r.untracked, r.dups, r.bytes, r.pages = 0, 0, 0, 0
 	r.lastEnd, r.minGap = time.Time{}, -1
 	r.gaps = make([]int64, len(gapBounds)+1)
@@ -133,16 +141,33 @@ func (r *recorder) advance(t time.Time) {
 	}
 }
 
-// begin records a request's start and returns the path's tracking state.
-func (r *recorder) begin(path string, disallowed, robots bool) {
+// maxSamples bounds OverCapSamples.
+const maxSamples = 5
+
+// request is one request in flight, as an over-cap sample describes it.
+type request struct {
+	path  string
+	start time.Time
+	sent  atomic.Int64 // body bytes written so far
+	size  atomic.Int64 // Content-Length, -1 until known
+}
+
+// begin records a request's start; end must be given what it returns.
+func (r *recorder) begin(path string, disallowed, robots bool) *request {
 	now := time.Now()
+	req := &request{path: path, start: now}
+	req.size.Store(-1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.advance(now)
 	r.requests++
 	if r.inflight >= r.cap {
 		r.overCap++
+		if len(r.samples) < maxSamples {
+			r.samples = append(r.samples, r.describe(path, now))
+		}
 	}
+	r.live[req] = true
 	if now.Before(r.holdUntil) {
 		r.early++
 	}
@@ -180,6 +205,7 @@ func (r *recorder) begin(path string, disallowed, robots bool) {
 	} else {
 		r.untracked++
 	}
+	return req
 }
 
 // connected records a new connection.
@@ -206,11 +232,28 @@ func (r *recorder) holdOff(until time.Time) {
 	}
 }
 
-// end records a request's end with its status and body bytes.
-func (r *recorder) end(path string, status int, bytes int64) {
+// describe says what was in flight when a request for path started at now
+// over the cap. r.mu held.
+func (r *recorder) describe(path string, now time.Time) string {
+	var in []string
+	for q := range r.live {
+		body := fmt.Sprintf("%d bytes sent", q.sent.Load())
+		if n := q.size.Load(); n >= 0 {
+			body = fmt.Sprintf("%d of %d bytes sent", q.sent.Load(), n)
+		}
+		in = append(in, fmt.Sprintf("%s (for %.1f ms, %s)", q.path, float64(now.Sub(q.start).Microseconds())/1000, body))
+	}
+	sort.Strings(in)
+	return fmt.Sprintf("%s started at +%d ms with %d in flight: %s", path, now.Sub(r.start).Milliseconds(), len(in), strings.Join(in, "; "))
+}
+
+// end records the end of req (from begin) with its status and body bytes.
+func (r *recorder) end(req *request, status int, bytes int64) {
+	path := req.path
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.live, req)
 	r.advance(now)
 	r.inflight--
 	r.lastEnd = now
@@ -232,7 +275,7 @@ func (r *recorder) snapshot(host, url, rules string, gap time.Duration) SiteStat
 	r.advance(time.Now())
 	st := SiteStats{
 		Host: host, URL: url, Rules: rules, Cap: r.cap, CrawlDelayMs: gap.Milliseconds(),
-		Requests: r.requests, InFlight: r.inflight, MaxInFlight: r.maxIn, OverCap: r.overCap,
+		Requests: r.requests, InFlight: r.inflight, MaxInFlight: r.maxIn, OverCap: r.overCap, OverCapSamples: append([]string(nil), r.samples...),
 		DisallowedHits: r.disHits, EarlyAfterRetry: r.early, Connections: r.conns, CutShort: r.cut, RobotsFetches: r.robots, DistinctPaths: len(r.paths),
 		UntrackedPaths: r.untracked, DuplicateFetches: r.dups, MinGapMs: -1,
 		GapHistogram: map[string]int64{}, Status: map[string]int64{}, BytesSent: r.bytes, Pages: r.pages,

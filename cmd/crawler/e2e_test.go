@@ -82,7 +82,7 @@ func checkPolite(t *testing.T, ts *testserver.Server) {
 	t.Helper()
 	for i, s := range ts.Stats().Sites {
 		if s.MaxInFlight > s.Cap || s.OverCap > 0 {
-			t.Errorf("site %d (%s): %d at once, %d starts over cap %d", i, s.Rules, s.MaxInFlight, s.OverCap, s.Cap)
+			t.Errorf("site %d (%s): %d at once, %d starts over cap %d:\n%s", i, s.Rules, s.MaxInFlight, s.OverCap, s.Cap, strings.Join(s.OverCapSamples, "\n"))
 		}
 		if s.DisallowedHits > 0 {
 			t.Errorf("site %d (%s): %d disallowed requests", i, s.Rules, s.DisallowedHits)
