@@ -377,6 +377,9 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 		c.skipped.Add(1)
 		c.settle(ctx, it, c.fr.Done(ctx, it))
 	default: // 429, 5xx, network error, lost permit: try again later
+		if errors.Is(err, limiter.ErrPermitLost) {
+			c.o.Log.Warn("permit lost mid-request (not refreshed in time): request stopped, to be tried again", "url", it.URL, "err", err)
+		}
 		delay := time.Duration(it.Attempts+1) * time.Second
 		again, serr := c.fr.Retry(ctx, it, delay)
 		if !again && serr == nil {

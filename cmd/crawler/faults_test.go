@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,6 +224,9 @@ func TestWorkerCutOffFromRedis(t *testing.T) {
 		t.Fatalf("the cut-off worker, after the partition healed: %v\n%s", err, cutOff.Stderr)
 	}
 	t.Logf("the cut-off worker exited %s after the partition healed", time.Since(healed).Round(time.Millisecond))
+	if log := cutOff.Stderr.(*strings.Builder).String(); !strings.Contains(log, `"msg":"permit lost mid-request`) {
+		t.Errorf("the cut-off worker's log does not say its requests were stopped for lost permits:\n%s", log)
+	}
 	checkPolite(t, ts)
 	checkAllFetched(t, ts)
 	checkRefetchedAtMost(t, ts, 6) // the cut-off worker's
