@@ -15,8 +15,9 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	robotsFile := path == "/robots.txt" || strings.HasPrefix(path, "/robots-hop/")
 	req := s.rec.begin(path, !robotsFile && s.rules.disallowed(path), path == "/robots.txt")
-	cw := &countingWriter{ResponseWriter: w, status: http.StatusOK, req: req}
-	defer func() { s.rec.end(req, cw.status, cw.bytes) }()
+	cw := &countingWriter{ResponseWriter: w, status: http.StatusOK, req: req, size: -1,
+		end: func(status int, bytes int64) { s.rec.end(req, status, bytes) }}
+	defer cw.finish()
 	if robotsFile {
 		s.serveRobots(cw, r)
 		return
@@ -266,6 +267,18 @@ type countingWriter struct {
 	bytes       int64
 	wroteHeader bool
 	req         *request // what an over-cap sample reads, atomically
+	size        int64    // Content-Length, -1 if not set
+	end         func(status int, bytes int64)
+	ended       bool
+}
+
+// finish records the request's end, once: as the last of its body goes
+// out, or when the handler returns.
+func (c *countingWriter) finish() {
+	if !c.ended {
+		c.ended = true
+		c.end(c.status, c.bytes)
+	}
 }
 
 func (c *countingWriter) WriteHeader(code int) {
@@ -279,6 +292,7 @@ func (c *countingWriter) WriteHeader(code int) {
 // sized notes the response's Content-Length, once its header goes out.
 func (c *countingWriter) sized() {
 	if n, err := strconv.ParseInt(c.Header().Get("Content-Length"), 10, 64); err == nil {
+		c.size = n
 		c.req.size.Store(n)
 	}
 }
@@ -287,6 +301,15 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	if !c.wroteHeader {
 		c.wroteHeader = true
 		c.sized()
+	}
+	if c.size >= 0 && c.bytes+int64(len(b)) >= c.size {
+		// The last of the body: the request ends as it goes out. Once the
+		// client has it all it may release its permit and send the next
+		// request before this handler gets to return.
+		c.bytes += int64(len(b))
+		c.req.sent.Add(int64(len(b)))
+		c.finish()
+		return c.ResponseWriter.Write(b)
 	}
 	n, err := c.ResponseWriter.Write(b)
 	c.bytes += int64(n)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -355,5 +356,47 @@ func TestCutShortAndConnections(t *testing.T) {
 	get(t, noRedirects, base+"/p/1")
 	if st := s.Stats().Sites[0]; st.Connections != 2 {
 		t.Fatalf("connections: %d, want 2 (one reused by the second request, then one after the early close)", st.Connections)
+	}
+}
+
+// lastWrite records whether the request had ended when each write reached
+// the connection.
+type lastWrite struct {
+	http.ResponseWriter
+	ended  *bool
+	writes []bool
+}
+
+func (w *lastWrite) Write(b []byte) (int, error) {
+	w.writes = append(w.writes, *w.ended)
+	return w.ResponseWriter.Write(b)
+}
+
+// A request ends at the site as the last of its body goes out, not when
+// its handler returns: the client may read it all, release its permit and
+// send the next request before a descheduled handler returns (seen in CI:
+// "2 at once" on a cap-1 site, the first with all its bytes sent).
+func TestRequestEndsAsItsLastByteGoesOut(t *testing.T) {
+	ended := false
+	rec := httptest.NewRecorder()
+	lw := &lastWrite{ResponseWriter: rec, ended: &ended}
+	req := &request{path: "/data/1.bin"}
+	req.size.Store(-1)
+	cw := &countingWriter{ResponseWriter: lw, status: http.StatusOK, req: req, size: -1,
+		end: func(status int, bytes int64) {
+			if ended || status != 200 || bytes != 10 {
+				t.Errorf("end(%d, %d), ended before: %v", status, bytes, ended)
+			}
+			ended = true
+		}}
+	cw.Header().Set("Content-Length", "10")
+	cw.Write([]byte("01234"))
+	cw.Write([]byte("56789"))
+	cw.finish() // the handler returns: no second end
+	if len(lw.writes) != 2 || lw.writes[0] || !lw.writes[1] {
+		t.Fatalf("ended as each write went out: %v; want [false true]", lw.writes)
+	}
+	if req.sent.Load() != 10 || req.size.Load() != 10 {
+		t.Fatalf("sample: %d of %d bytes", req.sent.Load(), req.size.Load())
 	}
 }

@@ -34,8 +34,11 @@ type SiteStats struct {
 	Rules        string `json:"rules"`          // what its robots.txt asks, in words
 	CrawlDelayMs int64  `json:"crawl_delay_ms"` // minimum gap it asks for (0 = none)
 	Requests     int64  `json:"requests"`
-	InFlight     int    `json:"inflight"`
-	MaxInFlight  int    `json:"max_inflight"`
+	// InFlight counts requests from their arrival until the last of the
+	// body is handed to the connection (with a Content-Length; else until
+	// the handler returns): from then the client may have it all.
+	InFlight    int `json:"inflight"`
+	MaxInFlight int `json:"max_inflight"`
 	// OverCap counts requests that started while Cap requests were already
 	// in flight; OverCapSamples describes the first few: what was in flight
 	// then, how long each had run and how much of its body it had sent.
