@@ -34,11 +34,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// Two crawlers in this process (so under -race) share one crawl of the
-// mixed profile; the server sees every site within its cap and every
-// reachable page fetched once. Metrics count what happened.
-func TestTwoCrawlersShareACrawl(t *testing.T) {
-	p, _ := testserver.Preset("mixed", 10, 1)
+// serve runs p's sites until the test ends.
+func serve(t *testing.T, p testserver.Profile) *testserver.Server {
+	t.Helper()
 	ts, err := testserver.New(p, testserver.WithControl(""))
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +44,16 @@ func TestTwoCrawlersShareACrawl(t *testing.T) {
 	if err := ts.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer ts.Close()
+	t.Cleanup(func() { ts.Close() })
+	return ts
+}
+
+// Two crawlers in this process (so under -race) share one crawl of the
+// mixed profile; the server sees every site within its cap and every
+// reachable page fetched once. Metrics count what happened.
+func TestTwoCrawlersShareACrawl(t *testing.T) {
+	p, _ := testserver.Preset("mixed", 10, 1)
+	ts := serve(t, p)
 	var seeds []string
 	for _, s := range ts.Sites() {
 		seeds = append(seeds, s.URL+"/")
@@ -127,15 +134,8 @@ func TestTwoCrawlersShareACrawl(t *testing.T) {
 // Workers keep a connection per slot of a site open between requests:
 // the site sees a handful of connections, not one per request.
 func TestConnectionsAreReused(t *testing.T) {
-	ts, err := testserver.New(testserver.Profile{Name: "conns", Seed: 1, Sites: []testserver.SiteSpec{
-		{Pages: 60, Links: 4, Latency: testserver.Duration(20 * time.Millisecond)}}}, testserver.WithControl(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
+	ts := serve(t, testserver.Profile{Name: "conns", Seed: 1, Sites: []testserver.SiteSpec{
+		{Pages: 60, Links: 4, Latency: testserver.Duration(20 * time.Millisecond)}}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rdb := srv.Client()
@@ -173,15 +173,8 @@ func TestStopGraceLetsDownloadsFinish(t *testing.T) {
 		grace time.Duration
 	}{{"grace", 10 * time.Second}, {"none", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ts, err := testserver.New(testserver.Profile{Name: "stop", Seed: 1, Sites: []testserver.SiteSpec{
-				{Pages: 6, Links: 6, Slow: 1, SlowFor: testserver.Duration(2 * time.Second), PageBytes: 20000}}}, testserver.WithControl(""))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := ts.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer ts.Close()
+			ts := serve(t, testserver.Profile{Name: "stop", Seed: 1, Sites: []testserver.SiteSpec{
+				{Pages: 6, Links: 6, Slow: 1, SlowFor: testserver.Duration(2 * time.Second), PageBytes: 20000}}})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			rdb := srv.Client()

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// keyPrefix is the Redis key prefix of the test's keys.
+func keyPrefix(t *testing.T) string { return "t:" + strings.ReplaceAll(t.Name(), "/", ".") }
+
 // setup returns a transport on a fresh key prefix and a testserver.
 func setup(t *testing.T, lease time.Duration, sites ...testserver.SiteSpec) (*Transport, *testserver.Server) {
 	t.Helper()
@@ -46,7 +49,7 @@ func setup(t *testing.T, lease time.Duration, sites ...testserver.SiteSpec) (*Tr
 	t.Cleanup(func() { ts.Close() })
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
-	prefix := "t:" + strings.ReplaceAll(t.Name(), "/", ".")
+	prefix := keyPrefix(t)
 	l := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: lease})
 	t.Cleanup(func() { l.Close() })
 	tr := &Transport{Limiter: l, Cap: 3}
@@ -315,38 +318,27 @@ func TestEarlyCloseDoesNotOverlapAtTheSite(t *testing.T) {
 	}
 }
 
-// A robots.txt fetch that cannot get the site's permit in time (others hold
-// it) is no verdict on the site: the request fails and can be tried again,
-// rather than the site counting as unreachable and closed.
 // robotsWaiting serves one site and returns a client whose robots.txt
 // fetches have fetchTimeout, a URL of the site, and the site's only permit
 // for robots.txt, already held (robots.txt waits behind every holder).
 func robotsWaiting(t *testing.T, site testserver.SiteSpec, fetchTimeout time.Duration) (*http.Client, *url.URL, *limiter.Permit, *testserver.Server) {
 	t.Helper()
-	ts, err := testserver.New(testserver.Profile{Name: t.Name(), Seed: 1, Sites: []testserver.SiteSpec{site}}, testserver.WithControl(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ts.Close() })
+	tr, ts := setup(t, 5*time.Second, site)
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
-	prefix := "t:" + t.Name()
-	l := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: 5 * time.Second})
-	t.Cleanup(func() { l.Close() })
-	tr := &Transport{Limiter: l, Cap: 3}
-	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: tr}, &robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0",
+	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: tr}, &robots.CacheOptions{Prefix: keyPrefix(t), UserAgent: "politebot/1.0",
 		FetchTimeout: fetchTimeout})
 	u := mustURL(t, ts.Sites()[0].URL+"/p/1")
-	held, err := l.AcquireRule(context.Background(), robots.Site(u), limiter.Rule{Limit: 1})
+	held, err := tr.Limiter.AcquireRule(context.Background(), robots.Site(u), limiter.Rule{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, u, held, ts
 }
 
+// A robots.txt fetch that cannot get the site's permit in time (others hold
+// it) is no verdict on the site: the request fails and can be tried again,
+// rather than the site counting as unreachable and closed.
 func TestRobotsFetchWithoutPermitIsNoVerdict(t *testing.T) {
 	c, u, held, ts := robotsWaiting(t, testserver.SiteSpec{Pages: 5, Links: 1}, 200*time.Millisecond)
 	_, err := get(c, u.String())
