@@ -45,7 +45,13 @@ type Config struct {
 	StopGrace     time.Duration `yaml:"stop_grace" env:"CRAWLER_STOP_GRACE" flag:"stop-grace" help:"on SIGINT/SIGTERM, how long downloads under way may go on to finish, so that no other worker fetches them again (0: cancel them at once)"`
 	Forever       bool          `yaml:"forever" env:"CRAWLER_FOREVER" flag:"forever" help:"keep waiting for new URLs when the crawl is done"`
 	Progress      time.Duration `yaml:"progress" env:"CRAWLER_PROGRESS" flag:"progress" help:"how often to report progress"`
+	MaxURLLength  int           `yaml:"max_url_length" env:"CRAWLER_MAX_URL_LENGTH" flag:"max-url-length" help:"links longer than this (bytes) are dropped and counted, never fetched"`
+	Strict        bool          `yaml:"strict" env:"CRAWLER_STRICT" flag:"strict" help:"refuse to start on a Redis that may evict our keys (maxmemory-policy other than noeviction) or whose policy cannot be read, rather than warn"`
 }
+
+// MinURLLength is the least --max-url-length: below it, ordinary links
+// (long query strings, tracking parameters) would be dropped.
+const MinURLLength = 256
 
 // Default is the configuration before any file, variable or flag.
 func Default() Config {
@@ -54,20 +60,33 @@ func Default() Config {
 		UserAgent: "politebot/0.1 (+https://github.com/polite-crawler/polite)", Lease: 10 * time.Second,
 		Semaphore: "locked", Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
 		MaxBodySize: 10 << 20, MaxCrawlDelay: 30 * time.Second, Progress: 5 * time.Second,
-		StopGrace: 10 * time.Second,
+		StopGrace: 10 * time.Second, MaxURLLength: 8192,
 	}
 }
 
-// LoadFile applies a YAML file; unknown keys are an error.
+// LoadFile applies a YAML file of one document. Unknown or repeated keys,
+// values of the wrong type and a second document (after a `---`, which
+// would otherwise be silently ignored) are errors that name the file and
+// the line. An empty file is fine.
 func (c *Config) LoadFile(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return fmt.Errorf("config: --config: %w", err)
 	}
 	defer f.Close()
 	dec := yaml.NewDecoder(f)
 	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) { // an empty file is fine
+	if err := dec.Decode(c); err != nil {
+		if errors.Is(err, io.EOF) { // an empty file
+			return nil
+		}
+		return fmt.Errorf("config: %s: %w", path, err)
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		return fmt.Errorf("config: %s: line %d: a second YAML document; only one is read, so put every setting in the first", path, next.Line)
+	case !errors.Is(err, io.EOF):
 		return fmt.Errorf("config: %s: %w", path, err)
 	}
 	return nil
@@ -251,6 +270,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxCrawlDelay < 0 {
 		bad("max-crawl-delay", "%s: want >= 0", c.MaxCrawlDelay)
+	}
+	if c.MaxURLLength < MinURLLength {
+		bad("max-url-length", "%d: want at least %d", c.MaxURLLength, MinURLLength)
 	}
 	if c.Progress < 100*time.Millisecond {
 		bad("progress", "%s: want at least 100ms", c.Progress)
