@@ -44,7 +44,10 @@ func (f *Frontier) pipelined(ctx context.Context, calls ...*call) {
 // failures (ErrLost among them); next and err are Next's answer. It costs
 // Redis what the three calls do, and the worker one round trip, not three.
 func (f *Frontier) DoneNext(ctx context.Context, it Item, links []string) (next Item, settled, err error) {
-	add, done, nc := f.addCall(it.Depth+1, links), f.settleCall(it, "done", "", 0, false), f.nextCall()
+	if f.err != nil {
+		return Item{}, f.err, f.err
+	}
+	add, done, nc := f.addCall(it.Depth+1, links, false), f.settleCall(it, "done", "", 0, false), f.nextCall()
 	if add == nil {
 		f.pipelined(ctx, done, nc)
 	} else {
@@ -56,6 +59,6 @@ func (f *Frontier) DoneNext(ctx context.Context, it Item, links []string) (next 
 	if derr := done.settled(it, "done"); derr != nil {
 		settled = errors.Join(settled, derr)
 	}
-	next, err = nc.next()
+	next, err = f.next(nc)
 	return next, settled, err
 }

@@ -18,8 +18,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
+	"github.com/polite-crawler/polite/internal/keyname"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -52,7 +54,8 @@ var (
 // Options configure a Frontier. A nil *Options, and every zero field, means
 // the default named on the field.
 type Options struct {
-	// Prefix starts every key (default "polite").
+	// Prefix starts every key (default "polite"). Like Crawl, it must pass
+	// keyname.Check: no braces, whitespace or control characters.
 	Prefix string
 	// Crawl names the crawl; workers with the same name share it (default
 	// "default").
@@ -107,17 +110,32 @@ type Item struct {
 type Frontier struct {
 	rdb redis.UniversalClient
 	o   Options
-	k   struct{ ready, inflight, items, counts, seen, queue string }
+	err error // invalid Options: every call fails with it
+	k   struct{ ready, inflight, items, counts, seen, queue, scope string }
+	// scopeLen is the size of the crawl's scope as Redis last told (see
+	// ScopeLen).
+	scopeLen atomic.Int64
 }
 
-// New returns the Frontier of crawl opts.Crawl on rdb.
+// New returns the Frontier of crawl opts.Crawl on rdb. If opts.Prefix or
+// opts.Crawl is not a valid key name (keyname.Check), every method of the
+// Frontier fails with that error, which Err returns.
 func New(rdb redis.UniversalClient, opts *Options) *Frontier {
 	f := &Frontier{rdb: rdb, o: opts.get()}
+	if err := keyname.Check("prefix", f.o.Prefix); err != nil {
+		f.err = fmt.Errorf("frontier: options: %w", err)
+	} else if err := keyname.Check("crawl name", f.o.Crawl); err != nil {
+		f.err = fmt.Errorf("frontier: options: %w", err)
+	}
 	base := f.o.Prefix + ":{crawl:" + f.o.Crawl + "}:"
 	f.k.ready, f.k.inflight, f.k.items, f.k.counts = base+"ready", base+"inflight", base+"items", base+"counts"
-	f.k.seen, f.k.queue = base+"seen", base+"q:"
+	f.k.seen, f.k.queue, f.k.scope = base+"seen", base+"q:", base+"scope"
 	return f
 }
+
+// Err is nil when the Frontier's Options are valid, or else the error,
+// wrapping keyname.ErrInvalid, that all its methods return.
+func (f *Frontier) Err() error { return f.err }
 
 // Options are the frontier's settings, defaults filled in.
 func (f *Frontier) Options() Options { return f.o }
@@ -127,7 +145,10 @@ func (f *Frontier) Options() Options { return f.o }
 // MaxPages, already seen, or not http(s) are dropped. It returns how many
 // were admitted.
 func (f *Frontier) Add(ctx context.Context, depth int, urls ...string) (int, error) {
-	c := f.addCall(depth, urls)
+	if f.err != nil {
+		return 0, f.err
+	}
+	c := f.addCall(depth, urls, false)
 	if c == nil {
 		return 0, nil
 	}
@@ -135,12 +156,17 @@ func (f *Frontier) Add(ctx context.Context, depth int, urls ...string) (int, err
 	return c.added()
 }
 
-// addCall is Add's script call, or nil when there is nothing to admit.
-func (f *Frontier) addCall(depth int, urls []string) *call {
+// addCall is Add's script call, or nil when there is nothing to admit. With
+// seed, the URLs' sites join the crawl's scope.
+func (f *Frontier) addCall(depth int, urls []string, seed bool) *call {
 	if f.o.MaxDepth > 0 && depth > f.o.MaxDepth {
 		return nil
 	}
-	args := []any{f.k.queue, f.o.MaxPages, f.o.TTL.Milliseconds()}
+	flag := "0"
+	if seed {
+		flag = "1"
+	}
+	args := []any{f.k.queue, f.o.MaxPages, f.o.TTL.Milliseconds(), flag}
 	for _, raw := range urls {
 		norm, site, err := Normalize(raw)
 		if err != nil {
@@ -149,10 +175,10 @@ func (f *Frontier) addCall(depth int, urls []string) *call {
 		item, _ := json.Marshal(Item{URL: norm, Depth: depth})
 		args = append(args, norm, site, item)
 	}
-	if len(args) == 3 {
+	if len(args) == 4 {
 		return nil
 	}
-	return &call{script: addScript, keys: []string{f.k.ready, f.k.seen, f.k.counts}, args: args}
+	return &call{script: addScript, keys: []string{f.k.ready, f.k.seen, f.k.counts, f.k.scope}, args: args}
 }
 
 func (c *call) added() (int, error) {
@@ -168,23 +194,31 @@ func (c *call) added() (int, error) {
 // something may be (a deferred site comes back, or an item in flight could
 // be handed out again).
 func (f *Frontier) Next(ctx context.Context) (Item, error) {
+	if f.err != nil {
+		return Item{}, f.err
+	}
 	c := f.nextCall()
 	c.run(ctx, f.rdb)
-	return c.next()
+	return f.next(c)
 }
 
 func (f *Frontier) nextCall() *call {
-	return &call{script: nextScript, keys: []string{f.k.ready, f.k.inflight, f.k.items, f.k.counts},
+	return &call{script: nextScript, keys: []string{f.k.ready, f.k.inflight, f.k.items, f.k.counts, f.k.scope},
 		args: []any{f.k.queue, f.o.Visibility.Milliseconds(), f.o.TTL.Milliseconds()}}
 }
 
-func (c *call) next() (Item, error) {
+// next reads Next's answer, and notes the size of the crawl's scope that
+// came with it.
+func (f *Frontier) next(c *call) (Item, error) {
 	v, err := c.cmd.Slice()
 	if err != nil {
 		return Item{}, fmt.Errorf("frontier: next: %w", err)
 	}
-	if len(v) != 4 {
+	if len(v) != 5 {
 		return Item{}, fmt.Errorf("frontier: next: script returned %d values", len(v))
+	}
+	if n, _ := v[4].(int64); n > 0 {
+		f.noteScopeLen(n)
 	}
 	if n, _ := v[0].(int64); n == 1 {
 		var it Item
@@ -229,6 +263,9 @@ func (f *Frontier) Done(ctx context.Context, it Item) error {
 // Retry puts a failed item back for another try after delay, or, past
 // MaxAttempts, settles it as failed. It reports whether it was put back.
 func (f *Frontier) Retry(ctx context.Context, it Item, delay time.Duration) (bool, error) {
+	if f.err != nil {
+		return false, f.err
+	}
 	it.Attempts++
 	if it.Attempts >= f.o.MaxAttempts {
 		return false, f.settle(ctx, it, "done", "", 0, true)
@@ -249,6 +286,9 @@ func (f *Frontier) Defer(ctx context.Context, it Item, delay time.Duration) erro
 // only ever makes a site wait longer, and does nothing to a site with no
 // URLs queued.
 func (f *Frontier) Hold(ctx context.Context, site string, d time.Duration) error {
+	if f.err != nil {
+		return f.err
+	}
 	if err := holdScript.Run(ctx, f.rdb, []string{f.k.ready}, site, d.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("frontier: hold %s: %w", site, err)
 	}
@@ -262,6 +302,9 @@ func (f *Frontier) Release(ctx context.Context, it Item) error {
 }
 
 func (f *Frontier) settle(ctx context.Context, it Item, how, item string, delay time.Duration, failed bool) error {
+	if f.err != nil {
+		return f.err
+	}
 	c := f.settleCall(it, how, item, delay, failed)
 	c.run(ctx, f.rdb)
 	return c.settled(it, how)
@@ -294,6 +337,9 @@ type Stats struct {
 
 // Stats reads the crawl's counts.
 func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
+	if f.err != nil {
+		return Stats{}, f.err
+	}
 	pipe := f.rdb.Pipeline()
 	counts := pipe.HGetAll(ctx, f.k.counts)
 	inflight := pipe.ZCard(ctx, f.k.inflight)
@@ -316,6 +362,9 @@ type SiteQueue struct {
 
 // Sites lists the sites with queued URLs.
 func (f *Frontier) Sites(ctx context.Context) ([]SiteQueue, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
 	zs, err := f.rdb.ZRangeWithScores(ctx, f.k.ready, 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("frontier: sites: %w", err)

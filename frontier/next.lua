@@ -3,9 +3,12 @@
 -- KEYS[2] inflight ZSET item id -> server ms when it is handed out again
 -- KEYS[3] items    HASH item id -> "<site>\n<item json>" for items in flight
 -- KEYS[4] counts   HASH queued, done, failed, admitted, ids
+-- KEYS[5] scope    SET of the sites whose links the crawl follows (only counted here)
 -- ARGV[1] prefix of site queue keys (same hash tag)   ARGV[2] visibility ms
 -- ARGV[3] key TTL ms
--- Returns {1, id, site, item} or {0, queued, in flight, ms until something may be ready (-1: unknown)}.
+-- Returns {1, id, site, item, scope size} or
+-- {0, queued, in flight, ms until something may be ready (-1: unknown), scope size}:
+-- the scope only grows, so its size tells a worker when its copy is stale.
 local now = now_ms()
 local vis, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 
@@ -46,10 +49,10 @@ for _ = 1, 20 do
     redis.call('ZADD', KEYS[2], now + vis, id)
     redis.call('HSET', KEYS[3], id, site .. '\n' .. item)
     redis.call('HINCRBY', KEYS[4], 'queued', -1)
-    for i = 1, 4 do
+    for i = 1, 5 do
       redis.call('PEXPIRE', KEYS[i], ttl)
     end
-    return {1, id, site, item}
+    return {1, id, site, item, redis.call('SCARD', KEYS[5])}
   end
   redis.call('ZREM', KEYS[1], site) -- an empty queue left in ready
 end
@@ -68,4 +71,4 @@ if soonest[2] then
     wait = w
   end
 end
-return {0, queued, inflight, wait}
+return {0, queued, inflight, wait, redis.call('SCARD', KEYS[5])}

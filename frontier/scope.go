@@ -1,0 +1,78 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// A crawl's scope is the set of sites whose links it follows: the sites of
+// its seeds, given by whichever processes seeded it. It lives in Redis with
+// the crawl (a SET in the crawl's hash tag, kept as long as its other keys),
+// not in a process's flags, so a worker that joins a crawl without seeds
+// follows the same links as the one that seeded it. It only grows, so its
+// size is its version: Next reports it at no cost, and ScopeLen tells a
+// worker when its copy is out of date.
+
+// Seed admits urls at depth 0, like Add, and adds their sites to the crawl's
+// scope, in one step: a worker that takes a seed finds its site in the
+// scope. Seeding again with the same URLs (several processes given the same
+// seeds) admits nothing twice. Unlike Add, it admits nothing when any URL is
+// not an absolute http(s) URL, and says which.
+func (f *Frontier) Seed(ctx context.Context, urls ...string) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	var bad []error
+	for _, u := range urls {
+		if _, _, err := Normalize(u); err != nil {
+			bad = append(bad, err)
+		}
+	}
+	if len(bad) > 0 {
+		return 0, fmt.Errorf("frontier: seed: %w", errors.Join(bad...))
+	}
+	c := f.addCall(0, urls, true)
+	if c == nil {
+		return 0, nil
+	}
+	c.run(ctx, f.rdb)
+	n, err := c.added()
+	if err != nil {
+		return 0, fmt.Errorf("frontier: seed: %w", err)
+	}
+	return n, nil
+}
+
+// Scope reads the crawl's scope: the sites whose links it follows (see
+// Seed). It is empty until a process seeds the crawl.
+func (f *Frontier) Scope(ctx context.Context) ([]string, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	sites, err := f.rdb.SMembers(ctx, f.k.scope).Result()
+	if err != nil {
+		return nil, fmt.Errorf("frontier: scope: %w", err)
+	}
+	f.noteScopeLen(int64(len(sites)))
+	return sites, nil
+}
+
+// ScopeLen is the size of the crawl's scope as Redis last reported it, to
+// Next (and DoneNext) or Scope, without a round trip of its own. The scope
+// only grows, so a copy read by Scope is out of date exactly when ScopeLen
+// exceeds its length. It is 0 until one of those calls finds a scope.
+func (f *Frontier) ScopeLen() int {
+	return int(f.scopeLen.Load())
+}
+
+// noteScopeLen raises ScopeLen to n; a smaller n (an answer overtaken by a
+// later one) leaves it.
+func (f *Frontier) noteScopeLen(n int64) {
+	for i := 0; i < 100; i++ { // a few tries: a racing caller raised it meanwhile
+		cur := f.scopeLen.Load()
+		if n <= cur || f.scopeLen.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
