@@ -31,10 +31,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/polite-crawler/polite/internal/keyname"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -60,16 +60,19 @@ type Limiter struct {
 	rdb  redis.UniversalClient
 	opts *Options
 	hub  *hub
+	err  error // Options out of range: every call returns it
 }
 
 // New returns a Limiter on rdb (a single node, Sentinel or Cluster client).
 // opts may be nil for the defaults. Close it to stop its pub/sub connection.
+// If an option is out of range (see Options), every call of the Limiter
+// returns an error wrapping ErrInvalid that names it.
 func New(rdb redis.UniversalClient, opts *Options) *Limiter {
 	if opts != nil {
 		o := *opts // keep the caller's struct out of our hands
 		opts = &o
 	}
-	return &Limiter{rdb: rdb, opts: opts, hub: newHub(rdb, opts.lease())}
+	return &Limiter{rdb: rdb, opts: opts, hub: newHub(rdb, opts.lease()), err: opts.check()}
 }
 
 // Close stops the Limiter's pub/sub connection and makes waiting and future
@@ -145,9 +148,15 @@ func (l *Limiter) TryAcquireRule(ctx context.Context, site string, rule Rule) (*
 	return nil, &BusyError{Site: site, Full: o.rank >= rule.Limit, Wait: o.wait}
 }
 
+// prepare checks a call's arguments (and the Limiter's options) and returns
+// the site's keys and the rule as the scripts apply it: a delay cut to
+// MaxDelay and forcing limit 1.
 func (l *Limiter) prepare(site string, rule Rule) (keys, Rule, error) {
-	if site == "" || strings.ContainsAny(site, "{} \t\r\n") {
-		return keys{}, rule, fmt.Errorf("%w: site %q (want a host or host:port)", ErrInvalid, site)
+	if l.err != nil {
+		return keys{}, rule, l.err
+	}
+	if err := keyname.Check("site", site); err != nil {
+		return keys{}, rule, fmt.Errorf("%w: %w (want a host or host:port)", ErrInvalid, err)
 	}
 	if rule.Limit < 1 {
 		return keys{}, rule, fmt.Errorf("%w: limit %d for %s (want >= 1)", ErrInvalid, rule.Limit, site)
@@ -155,6 +164,7 @@ func (l *Limiter) prepare(site string, rule Rule) (keys, Rule, error) {
 	if rule.Delay < 0 {
 		return keys{}, rule, fmt.Errorf("%w: delay %s for %s (want >= 0)", ErrInvalid, rule.Delay, site)
 	}
+	rule.Delay = min(rule.Delay, MaxDelay)
 	return keysFor(l.opts.prefix(), site), rule.normal(), nil
 }
 

@@ -1,6 +1,24 @@
 package limiter
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/polite-crawler/polite/internal/keyname"
+)
+
+// Bounds on the durations the limiter hands to Redis. Every lease, key TTL
+// and hold-off the scripts compute is a sum of these, so with them no sum
+// overflows and every key keeps a TTL.
+const (
+	// MaxLease is the longest Options.Lease (and Options.LockTTL) accepted;
+	// a Limiter configured with more fails every call with ErrInvalid.
+	MaxLease = time.Hour
+	// MaxDelay is the longest crawl delay or backoff the limiter applies:
+	// longer ones (a robots.txt asking for days) are cut to it, so a site
+	// that asks for more gets one request a day.
+	MaxDelay = 24 * time.Hour
+)
 
 // Mode selects how a new entry takes its place in a site's semaphore. Both
 // modes use the same keys and give the same guarantees, and workers in
@@ -33,16 +51,19 @@ type Options struct {
 	// Mode is ModeLocked (the default) or ModeAtomic.
 	Mode Mode
 	// Lease is how long a permit stays valid without a refresh. Default 10s,
-	// minimum 100ms.
+	// minimum 100ms (shorter ones are raised to it), at most MaxLease.
 	Lease time.Duration
-	// Prefix starts every Redis key and channel name. Default "polite".
+	// Prefix starts every Redis key and channel name. Default "polite". It
+	// must pass keyname.Check: no braces (they would change the Redis
+	// Cluster hash tag), no whitespace.
 	Prefix string
 	// Delay is the crawl delay applied to every site whose Rule does not set
 	// one: the minimum gap between one permit's release and the next grant.
-	// A delay forces the site's limit to 1. Default 0 (none).
+	// A delay forces the site's limit to 1. Default 0 (none); longer than
+	// MaxDelay counts as MaxDelay.
 	Delay time.Duration
 	// LockTTL bounds how long ModeLocked's site lock can outlive a crashed
-	// acquirer. Default 1s.
+	// acquirer. Default 1s, at most MaxLease.
 	LockTTL time.Duration
 	// Poll is the longest a waiter sleeps between checks when no wake-up
 	// message arrives (a safety net; releases wake waiters directly). Default
@@ -70,6 +91,41 @@ type Options struct {
 	Now func() time.Time
 }
 
+// check reports the first option out of range, wrapping ErrInvalid. New
+// keeps it and every call of the Limiter returns it. Negative durations are
+// errors; zero means the default.
+func (o *Options) check() error {
+	if o == nil {
+		return nil
+	}
+	if err := keyname.Check("prefix", o.prefix()); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		max  time.Duration
+	}{
+		{"Lease", o.Lease, MaxLease},
+		{"LockTTL", o.LockTTL, MaxLease},
+		{"Delay", o.Delay, -1},
+		{"Poll", o.Poll, -1},
+		{"StopMargin", o.StopMargin, -1},
+	} {
+		if d.v < 0 || (d.max > 0 && d.v > d.max) {
+			return fmt.Errorf("%w: Options.%s %s (want 0 for the default, or %s)", ErrInvalid, d.name, d.v, maxText(d.max))
+		}
+	}
+	return nil
+}
+
+func maxText(d time.Duration) string {
+	if d < 0 {
+		return "a positive duration"
+	}
+	return "a positive duration up to " + d.String()
+}
+
 func (o *Options) mode() Mode {
 	if o == nil {
 		return ModeLocked
@@ -81,7 +137,7 @@ func (o *Options) lease() time.Duration {
 	if o == nil || o.Lease == 0 {
 		return 10 * time.Second
 	}
-	return max(o.Lease, 100*time.Millisecond)
+	return min(max(o.Lease, 100*time.Millisecond), MaxLease)
 }
 
 // restartGuard is the age in ms a node needs before it grants a permit under
@@ -112,14 +168,14 @@ func (o *Options) delay() time.Duration {
 	if o == nil || o.Delay < 0 {
 		return 0
 	}
-	return o.Delay
+	return min(o.Delay, MaxDelay)
 }
 
 func (o *Options) lockTTL() time.Duration {
 	if o == nil || o.LockTTL <= 0 {
 		return time.Second
 	}
-	return o.LockTTL
+	return min(o.LockTTL, MaxLease)
 }
 
 func (o *Options) poll() time.Duration {

@@ -24,7 +24,8 @@ var (
 
 // Backoff holds every worker of the fleet off site for d (a 429 or 503 with
 // Retry-After): no permit is granted before then, waiters included. It never
-// shortens a backoff already in place.
+// shortens a backoff already in place. A d longer than MaxDelay counts as
+// MaxDelay.
 func (l *Limiter) Backoff(ctx context.Context, site string, d time.Duration) error {
 	k, _, err := l.prepare(site, Rule{Limit: 1})
 	if err != nil {
@@ -33,7 +34,7 @@ func (l *Limiter) Backoff(ctx context.Context, site string, d time.Duration) err
 	if d <= 0 {
 		return nil
 	}
-	if err := backoffScript.Run(ctx, l.rdb, k.all(), ms(d), ms(l.opts.lease())).Err(); err != nil {
+	if err := backoffScript.Run(ctx, l.rdb, k.all(), ms(min(d, MaxDelay)), ms(l.opts.lease())).Err(); err != nil {
 		return fmt.Errorf("limiter: backoff %s: %w", site, err)
 	}
 	return nil
