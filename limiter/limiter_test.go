@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -476,27 +477,59 @@ func TestHoldOffRoundsUp(t *testing.T) {
 	})
 }
 
-// StopMargin makes a permit count as lost that much earlier, so the work
-// it covers has stopped before Redis can hand the slot on; at most Lease/4.
+// A permit counts as lost the stop margin before the rounding margin, so
+// the work it covers has stopped before Redis can hand the slot on: the
+// margin is max(StopMargin, Lease/10), at most Lease/4, so it grows with
+// the lease. The table is the margin at the 1 s lease the crawler tests use
+// and at the default 10 s lease; the last case measures it against Redis.
 func TestStopMargin(t *testing.T) {
 	ctx := context.Background()
 	rdb := newClient(t)
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	fixed := func() time.Time { return t0 }
-	for _, c := range []struct{ margin, want time.Duration }{
-		{0, time.Second - 20*time.Millisecond - 2*time.Millisecond},
-		{50 * time.Millisecond, time.Second - 72*time.Millisecond},
-		{time.Hour, time.Second - 22*time.Millisecond - 250*time.Millisecond}, // at most Lease/4
+	for _, c := range []struct{ lease, margin, want time.Duration }{
+		{time.Second, 0, 22*time.Millisecond + 100*time.Millisecond},                              // Lease/10
+		{time.Second, 50 * time.Millisecond, 22*time.Millisecond + 100*time.Millisecond},          // fetch.AbortGrace: Lease/10 is more
+		{time.Second, 200 * time.Millisecond, 22*time.Millisecond + 200*time.Millisecond},         // a larger floor wins
+		{time.Second, time.Hour, 22*time.Millisecond + 250*time.Millisecond},                      // at most Lease/4
+		{10 * time.Second, 0, 202*time.Millisecond + time.Second},                                 // the default lease
+		{10 * time.Second, 50 * time.Millisecond, 202*time.Millisecond + time.Second},             // crawler run's setting
+		{200 * time.Millisecond, 50 * time.Millisecond, 6*time.Millisecond + 50*time.Millisecond}, // the floor, on a short lease
 	} {
-		l := newLimiter(t, rdb, Options{Lease: time.Second, StopMargin: c.margin, Now: fixed, Prefix: testPrefix(t) + ":" + c.margin.String()})
+		name := fmt.Sprintf("lease %s, StopMargin %s", c.lease, c.margin)
+		l := newLimiter(t, rdb, Options{Lease: c.lease, StopMargin: c.margin, Now: fixed, Prefix: testPrefix(t) + ":" + c.lease.String() + ":" + c.margin.String()})
 		p, err := l.TryAcquire(ctx, "a.example", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := p.Deadline().Sub(t0); got != c.want {
-			t.Errorf("StopMargin %s: deadline lease - %s, want lease - %s", c.margin, time.Second-got, time.Second-c.want)
+		if got := c.lease - p.Deadline().Sub(t0); got != c.want {
+			t.Errorf("%s: fence %s before the lease ends, want %s", name, got, c.want)
+		}
+		if due := c.lease / 3; p.Deadline().Sub(t0) < due+c.lease/4 {
+			t.Errorf("%s: fence %s after the grant leaves too little time after the Lease/3 refresh", name, p.Deadline().Sub(t0))
 		}
 		p.Release(ctx)
+	}
+
+	// Measured: the fence of a permit nobody refreshes closes Done before
+	// Redis's clock reaches the end of its lease, by about the margin.
+	l := newLimiter(t, rdb, Options{Lease: time.Second, StopMargin: 50 * time.Millisecond, Prefix: testPrefix(t) + ":real"})
+	p, err := l.TryAcquire(ctx, "a.example", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(ctx)
+	<-p.Done()
+	fenced := time.Now()
+	granted, err := rdb.ZScore(ctx, keysFor(l.opts.prefix(), "a.example").holders, p.ID()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	freed := time.UnixMilli(int64(granted)).Add(time.Second) // Redis drops the entry after this
+	if margin := freed.Sub(fenced); margin <= 0 {
+		t.Errorf("Done closed %s after Redis could hand the slot on", -margin)
+	} else {
+		t.Logf("1 s lease: Done closed %s before Redis could hand the slot on (rule: 122 ms)", margin.Round(time.Millisecond))
 	}
 }
 

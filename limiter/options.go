@@ -69,11 +69,14 @@ type Options struct {
 	// message arrives (a safety net; releases wake waiters directly). Default
 	// 500ms, never more than Lease/3.
 	Poll time.Duration
-	// StopMargin is how much earlier than the rounding margin a permit that
-	// cannot be refreshed counts as lost, so that the work it covers has
-	// stopped at the far end (a site noticing a dropped connection) before
-	// Redis can hand its slot on. Default 0; at most Lease/4. The crawler
-	// uses fetch.AbortGrace.
+	// StopMargin is the least time by which a permit that cannot be
+	// refreshed counts as lost before Redis can hand its slot on (beyond the
+	// rounding margin, Lease/50 + 2ms), so that the work it covers has
+	// stopped at the far end (a site noticing a dropped connection) by then.
+	// The margin used is max(StopMargin, Lease/10), at most Lease/4: it grows
+	// with the lease, because what stalled the refreshes (an overloaded host,
+	// a slow network) slows the abort too. Default 0 (so Lease/10). The
+	// crawler passes fetch.AbortGrace, the floor for short leases.
 	StopMargin time.Duration
 	// NoRestartGuard turns off the restart guard. By default a Redis node
 	// grants no permit for a site whose state it does not have until it has
@@ -150,11 +153,15 @@ func (o *Options) restartGuard(rule Rule) int64 {
 	return ms(o.lease() + rule.Delay + time.Second)
 }
 
+// stopMargin is the rule written on StopMargin. With the rounding margin the
+// fence falls at most 0.27 lease + 2ms early, so the keep-alive's refresh
+// every Lease/3 still has more than a third of the lease to be confirmed.
 func (o *Options) stopMargin() time.Duration {
-	if o == nil || o.StopMargin <= 0 {
-		return 0
+	m := o.lease() / 10
+	if o != nil {
+		m = max(m, o.StopMargin)
 	}
-	return min(o.StopMargin, o.lease()/4)
+	return min(m, o.lease()/4)
 }
 
 func (o *Options) prefix() string {

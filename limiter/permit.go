@@ -14,8 +14,9 @@ import (
 // confirmed it (Acquire, Refresh, or the keep-alive). The holder measures that
 // on its own clock from just before the confirming request was sent, which is
 // never later than the server time Redis recorded, and gives up a small margin
-// (Lease/50 + 2ms, for millisecond rounding and clock-rate drift, plus
-// Options.StopMargin for the work to stop at the far end) early. So when
+// (Lease/50 + 2ms, for millisecond rounding and clock-rate drift, plus the
+// stop margin, max(Options.StopMargin, Lease/10), for the work to stop at the
+// far end) early. So when
 // Redis is unreachable, paused or restarted empty, Done closes before Redis
 // could hand the slot to anyone else.
 type Permit struct {
