@@ -111,6 +111,10 @@ func TestBadInput(t *testing.T) {
 	bin := build(t)
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	os.WriteFile(bad, []byte(`{"sites":[{"pages":0}]}`), 0o644)
+	twoDocs := filepath.Join(t.TempDir(), "two.yaml")
+	os.WriteFile(twoDocs, []byte("workers: 2\n---\nworkers: 3\n"), 0o644)
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	const down = "redis://127.0.0.1:1" // refuses: the run gets past its settings and fails to connect
 	for _, c := range []struct {
 		args []string
 		code int
@@ -131,6 +135,12 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--redis", "http://x", "http://a.example/"}, 2, "--redis:"},
 		{[]string{"run", "--config", bad, "http://a.example/"}, 2, "config"},
 		{[]string{"run", "--redis", "redis://127.0.0.1:1", "http://a.example/"}, 1, "cannot reach Redis at 127.0.0.1:1"},
+		// A flag's value "config" is that flag's, not --config (issue 12, item 7).
+		{[]string{"run", "--crawl", "config", "--redis", down, "http://a.example/"}, 1, "cannot reach Redis at 127.0.0.1:1"},
+		{[]string{"run", "--user-agent", "config", "--workers", "2", "--redis", down, "http://a.example/"}, 1, "cannot reach Redis at 127.0.0.1:1"},
+		{[]string{"run", "--config=" + missing, "http://a.example/"}, 2, "--config: open " + missing + ": no such file"},
+		{[]string{"run", "-config", twoDocs, "http://a.example/"}, 2, twoDocs + ": line 2: a second YAML document"},
+		{[]string{"run", "--max-url-length", "10", "http://a.example/"}, 2, "--max-url-length: 10: want at least 256"},
 		{[]string{"demo", "--procs", "0"}, 2, "--procs 0"},
 		{[]string{"run", "-h"}, 0, "-max-per-site"},
 		{[]string{"bench", "--only", "limiter,nope"}, 2, `unknown section "nope"`},

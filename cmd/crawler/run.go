@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/polite-crawler/polite/config"
@@ -24,45 +25,23 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// loadConfig reads defaults, --config FILE, CRAWLER_* and then the flags.
+// loadConfig reads defaults, --config FILE, CRAWLER_* and then the flags
+// (config.Load), then validates them.
 func loadConfig(name string, args []string, stderr io.Writer, usage func(fs *flag.FlagSet)) (*config.Config, *flag.FlagSet, error) {
-	cfg := config.Default()
-	path := configPath(args)
-	if path != "" {
-		if err := cfg.LoadFile(path); err != nil {
-			return nil, nil, usageErr("%v", err)
-		}
-	}
-	if err := cfg.ApplyEnv(os.Getenv); err != nil {
-		return nil, nil, usageErr("%v", err)
-	}
 	fs := flag.NewFlagSet("crawler "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.String("config", path, "YAML file of settings (keys as in the flags, with _ for -); flags and CRAWLER_* override it")
-	cfg.Bind(fs)
 	fs.Usage = func() { usage(fs) }
-	if err := parseFlags(fs, args); err != nil {
+	cfg, err := config.Load(fs, args, os.Getenv)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		return nil, nil, err
+	case err != nil:
+		return nil, nil, usageErr("%v", err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, usageErr("invalid settings:\n%v", err)
 	}
-	return &cfg, fs, nil
-}
-
-// configPath finds --config before the flags are parsed (the file comes
-// first in precedence).
-func configPath(args []string) string {
-	for i, a := range args {
-		a = strings.TrimLeft(a, "-")
-		if v, ok := strings.CutPrefix(a, "config="); ok {
-			return v
-		}
-		if a == "config" && i+1 < len(args) {
-			return args[i+1]
-		}
-	}
-	return ""
+	return cfg, fs, nil
 }
 
 // connect builds the Redis client and waits for it: a few tries with
@@ -115,6 +94,62 @@ func permanent(err error) string {
 	return ""
 }
 
+// evictionWhy says why only maxmemory-policy noeviction is safe.
+const evictionWhy = "every key the crawler writes has a TTL, so under memory pressure any policy but noeviction (volatile-* ones too) " +
+	"may evict a held permit, and its site would then get more requests than its cap; set maxmemory-policy noeviction " +
+	"(a full Redis then refuses writes, and the crawler stops rather than overloading sites)"
+
+// checkEviction reads Redis's maxmemory-policy (INFO memory, on every
+// master of a cluster). With any policy but noeviction, or when it cannot be
+// read, it warns in log, or with --strict returns an error that says why.
+func checkEviction(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	policy, err := evictionPolicy(ctx, rdb)
+	switch {
+	case err != nil && cfg.Strict:
+		return fmt.Errorf("--strict: cannot read the maxmemory-policy of Redis at %s (let the Redis user run INFO): %w", cfg.RedisAddrs(), err)
+	case err != nil:
+		log.Warn("cannot read Redis's maxmemory-policy, so cannot tell whether it may evict permits (let the Redis user run INFO)", "err", err, "safe", "maxmemory-policy noeviction")
+	case policy != "noeviction" && cfg.Strict:
+		return fmt.Errorf("--strict: Redis at %s has maxmemory-policy %s: %s", cfg.RedisAddrs(), policy, evictionWhy)
+	case policy != "noeviction":
+		log.Warn("Redis may evict permits: maxmemory-policy "+policy, "policy", policy, "safe", "maxmemory-policy noeviction", "why", evictionWhy)
+	}
+	return nil
+}
+
+// evictionPolicy is Redis's maxmemory_policy from INFO memory; on a
+// cluster, the first master's that is not noeviction, if any.
+func evictionPolicy(ctx context.Context, rdb redis.UniversalClient) (string, error) {
+	var mu sync.Mutex // ForEachMaster asks the masters at once
+	policy := ""
+	ask := func(ctx context.Context, c redis.UniversalClient) error {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			return fmt.Errorf("INFO memory: %w", err)
+		}
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "maxmemory_policy:"); ok {
+				mu.Lock()
+				if policy == "" || policy == "noeviction" {
+					policy = v
+				}
+				mu.Unlock()
+				return nil
+			}
+		}
+		return errors.New("INFO memory has no maxmemory_policy")
+	}
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return ask(ctx, c) })
+	} else {
+		err = ask(ctx, rdb)
+	}
+	return policy, err
+}
+
 func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, fs, err := loadConfig("run", args, stderr, func(fs *flag.FlagSet) {
 		fmt.Fprintln(stderr, "Usage: crawler run [flags] SEED_URL...")
@@ -143,6 +178,10 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer rdb.Close()
+
+	if err := checkEviction(ctx, rdb, cfg, log); err != nil {
+		return err
+	}
 
 	mode := limiter.ModeLocked
 	if cfg.Semaphore == "atomic" {
