@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/polite-crawler/polite/internal/keyname"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 )
@@ -20,6 +21,8 @@ import (
 // means the default named on the field.
 type CacheOptions struct {
 	// Prefix starts every Redis key (default "polite", as in the limiter).
+	// It must pass keyname.Check: braces, whitespace or control characters
+	// make every Policy and Cached call fail with a keyname.ErrInvalid.
 	Prefix string
 	// UserAgent is sent with each fetch; its product token picks the robots
 	// group (default "politebot/0.1").
@@ -37,13 +40,15 @@ type CacheOptions struct {
 	// permit, each request of a robots.txt fetch; twice it bounds the whole
 	// fetch, redirects included (default 30s). See the FetchTimeout func.
 	FetchTimeout time.Duration
-	// LocalSize bounds the in-process layer (default 10000 sites).
+	// LocalSize bounds the in-process layer (default 10000 robots.txt
+	// policies).
 	LocalSize int
 	// Parse tunes parsing (the maximum crawl delay).
 	Parse Options
 	// Fetched, if set, is called with each policy this process has just
 	// fetched (not with ones found cached), e.g. to start its crawl delay
-	// from the robots.txt request itself.
+	// from the robots.txt request itself. site is the permits' site (Site),
+	// which the http and https robots.txt of a host share.
 	Fetched func(ctx context.Context, site string, p Policy)
 }
 
@@ -111,22 +116,29 @@ func (o *CacheOptions) parse() Options {
 	return o.Parse
 }
 
-// Cache gives each site's policy to every worker of a fleet while fetching
-// its robots.txt once: the policy lives in Redis (<prefix>:{<site>}:robots,
-// expiring with the policy), one worker at a time holds a short fetch lease
-// (SET NX PX) while the others wait for its result, calls in one process for
-// one site share one load, and a bounded in-process layer answers repeat
-// questions without Redis.
+// Cache gives each robots.txt's policy to every worker of a fleet while
+// fetching the file once. A robots.txt covers one scheme, host and port (RFC
+// 9309 §2.3): http://h/ and https://h/ have a policy each, though they share
+// one site (Site) and so one set of permits. The policy lives in Redis under
+// the site's hash tag, <prefix>:{<site>}:robots:<scheme> (the site carries
+// the port whenever it is not the scheme's default, so site and scheme name
+// exactly one scheme+host+port, and every key of a site stays in one Redis
+// Cluster slot), expiring with the policy. One worker at a time holds a short
+// fetch lease (SET NX PX) while the others wait for its result, calls in one
+// process for one robots.txt share one load, and a bounded in-process layer
+// answers repeat questions without Redis.
 //
-// An unreachable robots.txt (429, 5xx, network error) is fetched again after
-// a backoff; until then the last good policy stands in if it is younger than
-// StaleFor, else everything is disallowed.
+// An unreachable robots.txt (429, 5xx, network error, or a redirect that is
+// not followed: see fetch) is fetched again after a backoff; until then the
+// last good policy stands in if it is younger than StaleFor, else everything
+// is disallowed.
 type Cache struct {
-	rdb    redis.UniversalClient
-	client *http.Client
-	o      *CacheOptions
-	local  *lru
-	flight singleflight.Group
+	rdb       redis.UniversalClient
+	client    *http.Client
+	o         *CacheOptions
+	local     *lru
+	flight    singleflight.Group
+	badPrefix error // from keyname.Check, returned by every lookup
 
 	hitsLocal, hitsRedis, fetches atomic.Int64
 }
@@ -137,23 +149,29 @@ func (c *Cache) Counts() (local, redis, fetched int64) {
 	return c.hitsLocal.Load(), c.hitsRedis.Load(), c.fetches.Load()
 }
 
-// Cached returns the site's policy if Redis has one, without fetching.
-func (c *Cache) Cached(ctx context.Context, site string) (Policy, bool, error) {
-	raw, err := c.rdb.Get(ctx, c.keys(site).policy).Bytes()
+// Cached returns the policy of u's robots.txt (u's scheme, host and port)
+// if Redis has one, without fetching.
+func (c *Cache) Cached(ctx context.Context, u *url.URL) (Policy, bool, error) {
+	o, err := c.origin(u)
+	if err != nil {
+		return Policy{}, false, err
+	}
+	raw, err := c.rdb.Get(ctx, c.keys(o).policy).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return Policy{}, false, nil
 	}
 	if err != nil {
-		return Policy{}, false, fmt.Errorf("robots: %s: %w", site, err)
+		return Policy{}, false, fmt.Errorf("robots: %s: %w", o, err)
 	}
 	var e entry
 	if err := json.Unmarshal(raw, &e); err != nil {
-		return Policy{}, false, fmt.Errorf("robots: %s: %w", site, err)
+		return Policy{}, false, fmt.Errorf("robots: %s: %w", o, err)
 	}
 	return e.Policy, true, nil
 }
 
-// NewCache returns a Cache. client fetches robots.txt: give it the crawler's
+// NewCache returns a Cache. It does not fail: an invalid prefix is returned
+// by every Policy and Cached call instead. client fetches robots.txt: give it the crawler's
 // permit-taking transport, since a robots.txt fetch is a request to the site
 // too (IsFetch tells the transport which requests these are). A nil client
 // means http.DefaultClient. opts may be nil.
@@ -165,7 +183,11 @@ func NewCache(rdb redis.UniversalClient, client *http.Client, opts *CacheOptions
 		o := *opts
 		opts = &o
 	}
-	return &Cache{rdb: rdb, client: client, o: opts, local: newLRU(opts.localSize())}
+	c := &Cache{rdb: rdb, client: client, o: opts, local: newLRU(opts.localSize())}
+	if err := keyname.Check("prefix", opts.prefix()); err != nil {
+		c.badPrefix = fmt.Errorf("robots: %w", err)
+	}
+	return c
 }
 
 // entry is what Redis holds for a site.
@@ -176,34 +198,58 @@ type entry struct {
 	Stale bool `json:"stale,omitempty"`
 }
 
-type siteKeys struct{ policy, good, fails, lease string }
+// origin names one robots.txt: a scheme and a site (Site), which together
+// are exactly one scheme+host+port.
+type origin struct{ scheme, site string }
 
-func (c *Cache) keys(site string) siteKeys {
-	base := c.o.prefix() + ":{" + site + "}:"
-	return siteKeys{policy: base + "robots", good: base + "robots-good", fails: base + "robots-fails", lease: base + "robots-lease"}
+func (o origin) String() string { return o.scheme + "://" + o.site }
+
+func (o origin) robotsURL() string { return o.String() + "/robots.txt" }
+
+// origin returns u's robots.txt origin, or an error if u is not an http(s)
+// URL or the prefix or site cannot go into a Redis key (keyname.Check).
+func (c *Cache) origin(u *url.URL) (origin, error) {
+	if c.badPrefix != nil {
+		return origin{}, c.badPrefix
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return origin{}, fmt.Errorf("robots: %q is not an http(s) URL", u)
+	}
+	o := origin{scheme: u.Scheme, site: Site(u)}
+	if err := keyname.Check("site", o.site); err != nil {
+		return origin{}, fmt.Errorf("robots: %w", err)
+	}
+	return o, nil
 }
 
-// Policy returns the policy for the site of u (any URL of the site). It
-// blocks while another worker fetches the site's robots.txt, until ctx ends.
-// Errors come from Redis, ctx or a fetch the transport could not make
-// (ErrNotFetched); a site that cannot be fetched is not an error but a
-// policy (see Cache).
+type originKeys struct{ policy, good, fails, lease string }
+
+func (c *Cache) keys(o origin) originKeys {
+	base := c.o.prefix() + ":{" + o.site + "}:robots:" + o.scheme
+	return originKeys{policy: base, good: base + ":good", fails: base + ":fails", lease: base + ":lease"}
+}
+
+// Policy returns the policy of u's robots.txt: the one of u's scheme, host
+// and port, for any URL there. It blocks while another worker fetches that
+// robots.txt, until ctx ends. Errors come from Redis, ctx, a fetch the
+// transport could not make (ErrNotFetched), a URL that is not http(s), or a
+// prefix or site that fails keyname.Check (keyname.ErrInvalid); a robots.txt
+// that cannot be fetched is not an error but a policy (see Cache).
 func (c *Cache) Policy(ctx context.Context, u *url.URL) (Policy, error) {
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return Policy{}, fmt.Errorf("robots: %q is not an http(s) URL", u)
+	o, err := c.origin(u)
+	if err != nil {
+		return Policy{}, err
 	}
-	site := Site(u)
-	if p, ok := c.local.get(site, time.Now()); ok {
+	if p, ok := c.local.get(o.String(), time.Now()); ok {
 		c.hitsLocal.Add(1)
 		return p, nil
 	}
-	robotsURL := u.Scheme + "://" + u.Host + "/robots.txt"
-	// One load per site in this process. It runs detached from the first
-	// caller's ctx, so that caller giving up does not fail the others.
-	ch := c.flight.DoChan(site, func() (any, error) {
+	// One load per robots.txt in this process. It runs detached from the
+	// first caller's ctx, so that caller giving up does not fail the others.
+	ch := c.flight.DoChan(o.String(), func() (any, error) {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*c.o.fetchTimeout()+5*time.Second)
 		defer cancel()
-		return c.load(lctx, site, robotsURL)
+		return c.load(lctx, o)
 	})
 	select {
 	case <-ctx.Done():
@@ -216,21 +262,21 @@ func (c *Cache) Policy(ctx context.Context, u *url.URL) (Policy, error) {
 	}
 }
 
-// load reads the site's policy from Redis, or takes the fetch lease and
-// fetches it, or waits for whoever holds the lease.
-func (c *Cache) load(ctx context.Context, site, robotsURL string) (Policy, error) {
-	k := c.keys(site)
+// load reads o's policy from Redis, or takes the fetch lease and fetches
+// it, or waits for whoever holds the lease.
+func (c *Cache) load(ctx context.Context, o origin) (Policy, error) {
+	k := c.keys(o)
 	for {
 		pipe := c.rdb.Pipeline()
 		get := pipe.Get(ctx, k.policy)
 		ttl := pipe.PTTL(ctx, k.policy)
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return Policy{}, fmt.Errorf("robots: %s: %w", site, err)
+			return Policy{}, fmt.Errorf("robots: %s: %w", o, err)
 		}
 		if raw, err := get.Bytes(); err == nil {
 			var e entry
 			if err := json.Unmarshal(raw, &e); err == nil {
-				c.local.put(site, e.Policy, time.Now().Add(max(ttl.Val(), 0)))
+				c.local.put(o.String(), e.Policy, time.Now().Add(max(ttl.Val(), 0)))
 				c.hitsRedis.Add(1)
 				return e.Policy, nil
 			}
@@ -238,7 +284,7 @@ func (c *Cache) load(ctx context.Context, site, robotsURL string) (Policy, error
 		token := uuid.NewString()
 		ok, err := c.rdb.SetNX(ctx, k.lease, token, 2*c.o.fetchTimeout()+5*time.Second).Result() // outlasts a fetch
 		if err != nil {
-			return Policy{}, fmt.Errorf("robots: %s: lease: %w", site, err)
+			return Policy{}, fmt.Errorf("robots: %s: lease: %w", o, err)
 		}
 		if ok {
 			// A fetcher stores the policy before it gives the lease back: if
@@ -248,14 +294,14 @@ func (c *Cache) load(ctx context.Context, site, robotsURL string) (Policy, error
 				c.rdb.Eval(context.WithoutCancel(ctx), releaseLease, []string{k.lease}, token)
 				continue
 			}
-			p, err := c.fetchAndStore(ctx, site, robotsURL, k)
+			p, err := c.fetchAndStore(ctx, o, k)
 			c.rdb.Eval(context.WithoutCancel(ctx), releaseLease, []string{k.lease}, token)
 			return p, err
 		}
 		// Someone else is fetching: look again shortly.
 		select {
 		case <-ctx.Done():
-			return Policy{}, fmt.Errorf("robots: %s: waiting for another worker's fetch: %w", site, ctx.Err())
+			return Policy{}, fmt.Errorf("robots: %s: waiting for another worker's fetch: %w", o, ctx.Err())
 		case <-time.After(25*time.Millisecond + rand.N(50*time.Millisecond)):
 		}
 	}
@@ -263,11 +309,11 @@ func (c *Cache) load(ctx context.Context, site, robotsURL string) (Policy, error
 
 const releaseLease = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
 
-func (c *Cache) fetchAndStore(ctx context.Context, site, robotsURL string, k siteKeys) (Policy, error) {
+func (c *Cache) fetchAndStore(ctx context.Context, o origin, k originKeys) (Policy, error) {
 	c.fetches.Add(1)
-	status, body, err := c.fetch(ctx, robotsURL) // a failed fetch is status 0: unreachable
+	status, body, err := c.fetch(ctx, o.robotsURL()) // a failed fetch is status 0: unreachable
 	if errors.Is(err, ErrNotFetched) {
-		return Policy{}, fmt.Errorf("robots: %s: %w", site, err) // no verdict on the site
+		return Policy{}, fmt.Errorf("robots: %s: %w", o, err) // no verdict on the site
 	}
 	p := c.o.parse().Parse(status, body, c.o.userAgent())
 	e := entry{Policy: p}
@@ -275,7 +321,7 @@ func (c *Cache) fetchAndStore(ctx context.Context, site, robotsURL string, k sit
 	if p.Unreachable() {
 		fails, err := c.rdb.Incr(ctx, k.fails).Result()
 		if err != nil {
-			return Policy{}, fmt.Errorf("robots: %s: %w", site, err)
+			return Policy{}, fmt.Errorf("robots: %s: %w", o, err)
 		}
 		ttl = c.o.retry(fails)
 		c.rdb.PExpire(ctx, k.fails, 2*c.o.retry(fails+1)) // outlives the next retry
@@ -288,7 +334,7 @@ func (c *Cache) fetchAndStore(ctx context.Context, site, robotsURL string, k sit
 	}
 	raw, err := json.Marshal(e)
 	if err != nil {
-		return Policy{}, fmt.Errorf("robots: %s: %w", site, err)
+		return Policy{}, fmt.Errorf("robots: %s: %w", o, err)
 	}
 	pipe := c.rdb.Pipeline()
 	pipe.Set(ctx, k.policy, raw, ttl)
@@ -297,11 +343,11 @@ func (c *Cache) fetchAndStore(ctx context.Context, site, robotsURL string, k sit
 		pipe.Del(ctx, k.fails)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return Policy{}, fmt.Errorf("robots: %s: store: %w", site, err)
+		return Policy{}, fmt.Errorf("robots: %s: store: %w", o, err)
 	}
-	c.local.put(site, e.Policy, time.Now().Add(ttl))
+	c.local.put(o.String(), e.Policy, time.Now().Add(ttl))
 	if c.o != nil && c.o.Fetched != nil {
-		c.o.Fetched(ctx, site, e.Policy)
+		c.o.Fetched(ctx, o.site, e.Policy)
 	}
 	return e.Policy, nil
 }

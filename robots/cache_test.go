@@ -173,7 +173,7 @@ func TestUnreachableThenRecovery(t *testing.T) {
 	u := mustURL(t, hs.URL)
 	const retry = 150 * time.Millisecond
 	c, rdb := newCache(t, CacheOptions{RetryMin: retry, RetryMax: 4 * retry, TTL: 300 * time.Millisecond})
-	k := c.keys(Site(u))
+	k := c.keys(origin{u.Scheme, Site(u)})
 
 	p, err := c.Policy(ctx, u)
 	if err != nil || !p.DisallowAll || !p.Unreachable() {
@@ -244,7 +244,7 @@ func TestLocalLayer(t *testing.T) {
 	if _, err := c.Policy(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	rdb.Del(ctx, c.keys(Site(u)).policy)
+	rdb.Del(ctx, c.keys(origin{u.Scheme, Site(u)}).policy)
 	if p, err := c.Policy(ctx, u); err != nil || p.Allowed("/p/1") || rs.hits.Load() != 1 {
 		t.Fatalf("local layer: %+v %v hits %d", p, err, rs.hits.Load())
 	}
@@ -255,7 +255,7 @@ func TestLocalLayer(t *testing.T) {
 	if p, _ := c.Policy(ctx, u); p.Allowed("/p/1") || rs.hits.Load() != 2 {
 		t.Fatalf("evicted site not fetched again: hits %d", rs.hits.Load())
 	}
-	if ttl := rdb.PTTL(ctx, c.keys(Site(u)).policy).Val(); ttl <= 23*time.Hour || ttl > 24*time.Hour {
+	if ttl := rdb.PTTL(ctx, c.keys(origin{u.Scheme, Site(u)}).policy).Val(); ttl <= 23*time.Hour || ttl > 24*time.Hour {
 		t.Fatalf("policy TTL %v, want 24h", ttl)
 	}
 }

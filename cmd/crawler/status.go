@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"text/tabwriter"
 
 	"github.com/polite-crawler/polite/frontier"
@@ -47,8 +48,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintln(tw, "site\tlimit\tholders\twaiters\tqueued\tready in\tdelay left\t")
 	for _, s := range sites {
 		limit, known := cfg.MaxPerSite, "?"
-		if pol, ok, err := rob.Cached(ctx, s.Site); err == nil && ok {
-			limit, known = pol.Cap(cfg.MaxPerSite), ""
+		for _, scheme := range []string{"http", "https"} { // one robots.txt each; the site's permits are shared
+			if pol, ok, err := rob.Cached(ctx, &url.URL{Scheme: scheme, Host: s.Site}); err == nil && ok {
+				limit, known = min(limit, pol.Cap(cfg.MaxPerSite)), ""
+			}
 		}
 		ls, err := lim.Status(ctx, s.Site, limit)
 		if err != nil {
