@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"math"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -116,15 +116,8 @@ func applyGroups(p *Policy, groups []*group, token string) {
 		p.CrawlDelay = delay
 		p.Concurrency = 1
 	}
-	// Longest pattern first; on equal length, Allow first: then the first
-	// match is the one RFC 9309 says applies.
-	sort.SliceStable(p.Rules, func(i, j int) bool {
-		a, b := p.Rules[i], p.Rules[j]
-		if len(a.Pattern) != len(b.Pattern) {
-			return len(a.Pattern) > len(b.Pattern)
-		}
-		return a.Allow && !b.Allow
-	})
+	// In the order RFC 9309 applies them, for whoever reads the policy.
+	slices.SortStableFunc(p.Rules, precedence)
 }
 
 func minPositive(a, b int) int {

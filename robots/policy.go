@@ -17,6 +17,7 @@
 package robots
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 )
@@ -28,7 +29,10 @@ const DefaultMaxCrawlDelay = 30 * time.Second
 // MaxBytes is how much of a robots.txt is parsed (RFC 9309: at least 500 KiB).
 const MaxBytes = 500 << 10
 
-// Policy is what a site's robots.txt asks of one crawler.
+// Policy is what a site's robots.txt asks of one crawler. It is a value,
+// stored as JSON. Parse and json.Unmarshal compile its Rules once for
+// Allowed; replace Rules rather than edit it in place (a replaced slice is
+// noticed and compiled on each call, an edited one is not).
 type Policy struct {
 	// Status is the HTTP status the policy was made from (0 for a network
 	// error).
@@ -47,6 +51,21 @@ type Policy struct {
 	AllowAll    bool   `json:"allow_all,omitempty"`
 	DisallowAll bool   `json:"disallow_all,omitempty"`
 	Rules       []Rule `json:"rules,omitempty"`
+
+	m *matcher // Rules compiled; not stored
+}
+
+// UnmarshalJSON decodes a policy as encoding/json would and compiles its
+// rules, so a policy read back from Redis matches as fast as a parsed one.
+func (p *Policy) UnmarshalJSON(b []byte) error {
+	type plain Policy // the same fields, without this method
+	var q plain
+	if err := json.Unmarshal(b, &q); err != nil {
+		return err
+	}
+	*p = Policy(q)
+	p.m = compile(p.Rules)
+	return nil
 }
 
 // Rule is one Allow or Disallow line of the group that applies, with its path
@@ -64,8 +83,17 @@ func (p Policy) Unreachable() bool {
 }
 
 // Allowed reports whether the crawler may fetch path (a URL's path and query,
-// as in "/a/b?q=1"). /robots.txt is always allowed. Among the rules that
-// match, the one with the longest pattern wins; on a tie, Allow wins.
+// as in "/a/b?q=1"). /robots.txt is always allowed. The path is first put in
+// canonical form (see CanonicalPath: "/%2E/private/x" is checked as
+// "/private/x"). Among the rules that match, the one with the longest
+// pattern wins; on a tie, Allow wins. Patterns have their escapes normalised
+// but their dot segments left alone: a pattern is a prefix with wildcards,
+// not a path, and resolving "/a/*/../b" would change what it means, while
+// the canonical paths it is matched against never contain a dot segment.
+//
+// One call costs O(len(path)) plus, per distinct rule, one prefix compare
+// and a linear search for each of its wildcard pieces that the path may
+// contain (see matcher); no input makes it backtrack.
 func (p Policy) Allowed(path string) bool {
 	if path == "" {
 		path = "/"
@@ -79,13 +107,11 @@ func (p Policy) Allowed(path string) bool {
 	case p.AllowAll:
 		return true
 	}
-	path = normalize(path)
-	for _, r := range p.Rules { // sorted: longest first, Allow first on a tie
-		if match(r.Pattern, path) {
-			return r.Allow
-		}
+	m := p.m
+	if !m.compiledFrom(p.Rules) {
+		m = compile(p.Rules) // a Policy built by hand, or with Rules replaced
 	}
-	return true
+	return m.allowed(CanonicalPath(path))
 }
 
 // Cap is the concurrency to use for the site: the configured cap, lowered to
@@ -129,6 +155,7 @@ func (o Options) Parse(status int, body []byte, agent string) Policy {
 	switch {
 	case status >= 200 && status < 300:
 		parseBody(&p, body, ProductToken(agent), o.maxDelay())
+		p.m = compile(p.Rules)
 	case status == http.StatusTooManyRequests || status >= 500 || status < 100:
 		p.DisallowAll = true
 	default:
