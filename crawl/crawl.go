@@ -25,7 +25,6 @@ import (
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -38,6 +37,11 @@ type Options struct {
 	MaxBodySize int           // bytes read of a body (default 10 MiB)
 	Timeout     time.Duration // one request, waiting for its permit included (default 60s)
 	Forever     bool          // keep polling after the crawl is done
+	// MaxURLLength drops the links found on pages that are longer than this
+	// many bytes (absolute, before normalisation): they are never queued or
+	// fetched, only counted (Progress.TooLong). Seeds longer than it are
+	// refused. Default 8192, as common crawlers and servers allow.
+	MaxURLLength int
 	// StopGrace is how long, once Run's ctx ends, the downloads under way may
 	// go on: each that finishes in time is settled like any other, rather
 	// than given back half-done and fetched again by another worker. No new
@@ -58,15 +62,15 @@ type Crawler struct {
 	// process, keeping a site's connections open between its requests.
 	base *http.Transport
 
-	scopeMu sync.RWMutex
-	scope   map[string]bool
+	scope scope // this process's copy of the crawl's scope
 
 	outMu sync.Mutex
 	enc   *json.Encoder
 
-	pages, failed, skipped, inflight atomic.Int64
-	trMu                             sync.Mutex
-	transports                       []*fetch.Transport
+	pages, failed, skipped, inflight, tooLong atomic.Int64
+	tooLongSeen                               atomic.Bool // the first such link is logged at Info
+	trMu                                      sync.Mutex
+	transports                                []*fetch.Transport
 }
 
 // New returns a Crawler. rob must be built on an http.Client whose transport
@@ -82,75 +86,57 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 	if o.UserAgent == "" {
 		o.UserAgent = "politebot/0.1"
 	}
+	if o.MaxURLLength <= 0 {
+		o.MaxURLLength = DefaultMaxURLLength
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, scope: map[string]bool{}, base: pool(o.Cap)}
+	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, base: pool(o.Cap)}
 	if o.Out != nil {
 		c.enc = json.NewEncoder(o.Out)
 	}
 	return c
 }
 
-// pool is http.DefaultTransport with room to keep a connection idle for
-// each of a site's slots (cap, default 3). The default keeps 2 per host, so
-// with 3 requests at once the third connection was often closed and dialled
-// again: 12 connections for 61 requests on one site, measured at the site.
-func pool(cap int) *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = max(cap, 3)
-	return t
-}
-
-// NewRobotsCache returns the robots cache a crawl needs: robots.txt
-// requests take permits like every other request, and a crawl delay starts
-// with the robots.txt request itself (so the first page waits too). A
-// Fetched hook in o is still called, after that.
-func NewRobotsCache(rdb redis.UniversalClient, lim *limiter.Limiter, cap int, o robots.CacheOptions, obs fetch.Observer) *robots.Cache {
-	tr := &fetch.Transport{Limiter: lim, Cap: cap, Observer: obs}
-	then := o.Fetched
-	o.Fetched = func(ctx context.Context, site string, p robots.Policy) {
-		if p.CrawlDelay > 0 {
-			lim.Backoff(ctx, site, p.CrawlDelay)
-		}
-		if then != nil {
-			then(ctx, site, p)
-		}
-	}
-	rob := robots.NewCache(rdb, &http.Client{Transport: tr, Timeout: 2 * time.Minute}, &o)
-	tr.Robots = rob
-	return rob
-}
-
 // Seed queues the seed URLs (once for the whole fleet, however many
-// processes give them) and adds their sites to the scope: links to other
-// sites are not followed.
+// processes give them) and adds their sites to the crawl's scope, which it
+// keeps in Redis: every process of the crawl, seeded or not, follows links
+// to those sites, and to no other. It queues nothing when a seed is not an
+// absolute http(s) URL or is longer than Options.MaxURLLength
+// (ErrURLTooLong).
 func (c *Crawler) Seed(ctx context.Context, seeds []string) (int, error) {
 	var bad []error
 	for _, s := range seeds {
-		_, site, err := frontier.Normalize(s)
-		if err != nil {
-			bad = append(bad, err)
-			continue
+		if len(s) > c.o.MaxURLLength {
+			bad = append(bad, fmt.Errorf("%w: seed %.60q... is %d bytes long (at most %d)", ErrURLTooLong, s, len(s), c.o.MaxURLLength))
 		}
-		c.scopeMu.Lock()
-		c.scope[site] = true
-		c.scopeMu.Unlock()
 	}
 	if len(bad) > 0 {
 		return 0, errors.Join(bad...)
 	}
-	return c.fr.Add(ctx, 0, seeds...)
+	n, err := c.fr.Seed(ctx, seeds...)
+	if err != nil {
+		return 0, err
+	}
+	if _, _, err := c.loadScope(ctx); err != nil {
+		return n, fmt.Errorf("crawl: seeded, but: %w", err)
+	}
+	return n, nil
 }
 
 // Progress is what this process has done so far.
 type Progress struct {
 	Pages, Failed, Skipped, InFlight, Waiting int64
+	// TooLong counts the links found that were longer than
+	// Options.MaxURLLength, and dropped.
+	TooLong int64
 }
 
 // Progress reads the process's counters.
 func (c *Crawler) Progress() Progress {
-	p := Progress{Pages: c.pages.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), InFlight: c.inflight.Load()}
+	p := Progress{Pages: c.pages.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), InFlight: c.inflight.Load(),
+		TooLong: c.tooLong.Load()}
 	c.trMu.Lock()
 	for _, t := range c.transports {
 		p.Waiting += int64(t.Waiting())
@@ -163,9 +149,14 @@ func (c *Crawler) Progress() Progress {
 // Options.Forever) or ctx ends. On ctx's end no new request starts; the
 // downloads under way get Options.StopGrace to finish and be settled, and
 // those that do not are cancelled and given back to the frontier; then Run
-// returns nil.
+// returns nil. It fails at once if the frontier's options are invalid
+// (frontier.Frontier.Err).
 func (c *Crawler) Run(ctx context.Context) error {
+	if err := c.fr.Err(); err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
 	defer c.base.CloseIdleConnections() // and so their goroutines
+	c.startScope(ctx)
 	g, ctx := errgroup.WithContext(ctx)
 	// Requests run under fetching, which outlives ctx by StopGrace.
 	fetching, abort := context.WithCancel(context.WithoutCancel(ctx))
@@ -202,16 +193,6 @@ const fullSiteRecheck = 250 * time.Millisecond
 // the same site do not come back together.
 func recheckFull() time.Duration { return fullSiteRecheck + rand.N(fullSiteRecheck/4) }
 
-// result is one fetch, as written to Options.Out.
-type result struct {
-	URL       string    `json:"url"`
-	Status    int       `json:"status"`
-	Bytes     int       `json:"bytes"`
-	FetchedAt time.Time `json:"fetched_at"`
-	Worker    string    `json:"worker"`
-	Error     string    `json:"error,omitempty"`
-}
-
 // work is one worker: it takes URLs and fetches them until ctx ends; its
 // requests run under fetching (see Run).
 func (c *Crawler) work(ctx, fetching context.Context, n int) error {
@@ -220,11 +201,7 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 	c.transports = append(c.transports, tr)
 	c.trMu.Unlock()
 	col := fetch.NewCollector(tr, fetch.CollectorOptions{UserAgent: c.o.UserAgent, MaxBodySize: c.o.MaxBodySize, Timeout: c.o.Timeout, Context: fetching})
-	var cur struct {
-		status int
-		bytes  int
-		links  []string
-	}
+	var cur page
 	col.OnResponse(func(r *colly.Response) { cur.status, cur.bytes = r.StatusCode, len(r.Body) })
 	col.OnError(func(r *colly.Response, err error) {
 		if r == nil {
@@ -235,13 +212,11 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 			return
 		}
 		if loc := r.Headers.Get("Location"); r.StatusCode >= 300 && r.StatusCode < 400 && loc != "" {
-			cur.links = append(cur.links, r.Request.AbsoluteURL(loc)) // a redirect is a link
+			cur.link(r.Request.AbsoluteURL(loc), c.o.MaxURLLength) // a redirect is a link
 		}
 	})
 	col.OnHTML("a[href]", func(e *colly.HTMLElement) {
-		if len(cur.links) < 10000 { // a page with a million links is not a million URLs
-			cur.links = append(cur.links, e.Request.AbsoluteURL(e.Attr("href")))
-		}
+		cur.link(e.Request.AbsoluteURL(e.Attr("href")), c.o.MaxURLLength)
 	})
 	idle := 0
 	var taken *turn // Next's answer, when the last fetch took it (frontier.DoneNext)
@@ -276,8 +251,8 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 			continue
 		}
 		idle = 0
-		cur.status, cur.bytes, cur.links = 0, 0, cur.links[:0]
-		taken = c.fetchOne(ctx, tr, col, it, &cur.status, &cur.bytes, &cur.links)
+		cur.reset()
+		taken = c.fetchOne(ctx, tr, col, it, &cur)
 	}
 }
 
@@ -290,7 +265,7 @@ type turn struct {
 // fetchOne fetches one item and settles it in the frontier. After a fetch
 // it takes the next item in the same round trip and returns Next's answer;
 // otherwise nil.
-func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.Collector, it frontier.Item, status, size *int, links *[]string) *turn {
+func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.Collector, it frontier.Item, pg *page) *turn {
 	u, err := url.Parse(it.URL)
 	if err != nil {
 		c.settle(ctx, it, c.fr.Done(ctx, it))
@@ -348,7 +323,7 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 	}
 	tr.Reclaim(context.WithoutCancel(ctx))
 	stopping := ctx.Err() != nil
-	if stopping && (*status == 0 || errors.Is(err, context.Canceled)) {
+	if stopping && (pg.status == 0 || errors.Is(err, context.Canceled)) {
 		c.giveBack(it) // stopped before or during its fetch: leave it to the others
 		return nil
 	}
@@ -359,21 +334,22 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 	}
-	c.record(it, *status, *size, err)
+	c.record(it, pg.status, pg.bytes, err)
+	c.countTooLong(it, pg.tooLong)
 	switch {
-	case err == nil || (*status >= 300 && *status < 400):
+	case err == nil || (pg.status >= 300 && pg.status < 400):
 		if err == nil {
 			c.pages.Add(1)
 		}
 		if stopping {
-			_, aerr := c.fr.Add(ctx, it.Depth+1, c.inScope(*links)...)
+			_, aerr := c.fr.Add(ctx, it.Depth+1, c.inScope(ctx, pg.links)...)
 			c.settle(ctx, it, errors.Join(aerr, c.fr.Done(ctx, it)))
 			return nil
 		}
-		next, settled, err := c.fr.DoneNext(ctx, it, c.inScope(*links))
+		next, settled, err := c.fr.DoneNext(ctx, it, c.inScope(ctx, pg.links))
 		c.settle(ctx, it, settled)
 		return &turn{next, err}
-	case errors.Is(err, fetch.ErrDisallowed) || (*status >= 400 && *status < 500 && *status != http.StatusTooManyRequests):
+	case errors.Is(err, fetch.ErrDisallowed) || (pg.status >= 400 && pg.status < 500 && pg.status != http.StatusTooManyRequests):
 		c.skipped.Add(1)
 		c.settle(ctx, it, c.fr.Done(ctx, it))
 	default: // 429, 5xx, network error, lost permit: try again later
@@ -390,19 +366,6 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 	return nil
 }
 
-// inScope keeps the links to the seeds' sites.
-func (c *Crawler) inScope(links []string) []string {
-	var in []string
-	c.scopeMu.RLock()
-	defer c.scopeMu.RUnlock()
-	for _, l := range links {
-		if _, site, err := frontier.Normalize(l); err == nil && c.scope[site] {
-			in = append(in, l)
-		}
-	}
-	return in
-}
-
 func (c *Crawler) settle(ctx context.Context, it frontier.Item, err error) {
 	if err != nil && ctx.Err() == nil {
 		c.o.Log.Warn("frontier", "url", it.URL, "err", err)
@@ -417,19 +380,6 @@ func (c *Crawler) giveBack(it frontier.Item) {
 	if err := c.fr.Release(ctx, it); err != nil && !errors.Is(err, frontier.ErrLost) {
 		c.o.Log.Warn("could not give a URL back; it returns after the visibility timeout", "url", it.URL, "err", err)
 	}
-}
-
-func (c *Crawler) record(it frontier.Item, status, size int, err error) {
-	if c.enc == nil {
-		return
-	}
-	r := result{URL: it.URL, Status: status, Bytes: size, FetchedAt: time.Now().UTC(), Worker: c.o.Name}
-	if err != nil {
-		r.Error = err.Error()
-	}
-	c.outMu.Lock()
-	defer c.outMu.Unlock()
-	c.enc.Encode(r)
 }
 
 func sleep(ctx context.Context, d time.Duration) {
