@@ -15,8 +15,11 @@ var ErrScheme = errors.New("frontier: not an http(s) URL")
 
 // Normalize puts a URL in the form the crawl de-duplicates on and returns its
 // site (see robots.Site): scheme and host lower-cased, the default port
-// dropped, the fragment removed, dot segments resolved, an empty path made
-// "/", an empty query removed. Only absolute http(s) URLs with a host pass.
+// dropped, the fragment removed, an empty path made "/", an empty query
+// removed, and the path in robots.CanonicalPath form (unreserved escapes
+// decoded, other escapes upper-case, then dot segments resolved: "/%7Ea" is
+// "/~a", "/%2E/private/x" is "/private/x", "%2F" stays). The query is kept
+// as given. Only absolute http(s) URLs with a host pass.
 func Normalize(raw string) (norm, site string, err error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
@@ -32,10 +35,14 @@ func Normalize(raw string) (norm, site string, err error) {
 	site = robots.Site(u)
 	u.Host = site
 	u.Fragment, u.RawFragment = "", ""
-	if u.Path == "" {
-		u.Path = "/"
+	esc := robots.CanonicalPath(u.EscapedPath()) // EscapedPath escapes '?', so this is the path alone
+	if esc == "" {
+		esc = "/"
 	}
-	u = u.ResolveReference(&url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}) // resolve ./ and ../
+	if u.Path, err = url.PathUnescape(esc); err != nil {
+		return "", "", fmt.Errorf("frontier: %q: %w", raw, err)
+	}
+	u.RawPath = esc
 	u.ForceQuery = false
 	return u.String(), site, nil
 }
