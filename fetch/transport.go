@@ -55,16 +55,39 @@ type Transport struct {
 	Observer Observer
 
 	mu      sync.Mutex
-	handed  *limiter.Permit // a permit a worker took ahead (see Handover)
+	handed  handed // a permit a worker took ahead (see Handover)
 	waiting int
+
+	checks atomic.Int64 // robots checks made (Policy.Allowed), for tests
 }
 
-// Rule returns the policy and permit rule for the site of a URL: robots
-// Concurrency lowers Cap, a crawl delay makes it one at a time.
+// handed is a permit handed over for the next request to its site, with the
+// request it was taken for when robots.txt was checked first (TryHandover,
+// WaitHandover): that request is not checked again.
+type handed struct {
+	p       *limiter.Permit
+	checked string // checkKey of the URL checked; "" if none was
+}
+
+// checkKey names what a robots check is about: the robots.txt (scheme, site)
+// and the path and query it judged.
+func checkKey(u *url.URL) string {
+	return u.Scheme + "://" + robots.Site(u) + u.RequestURI()
+}
+
+// allowed is the robots check, counted.
+func (t *Transport) allowed(pol robots.Policy, u *url.URL) bool {
+	t.checks.Add(1)
+	return pol.Allowed(u.RequestURI())
+}
+
+// Rule returns the policy of a URL's robots.txt (its scheme, host and port)
+// and the permit rule for its site: robots Concurrency lowers Cap, a crawl
+// delay makes it one at a time.
 func (t *Transport) Rule(ctx context.Context, req *http.Request) (robots.Policy, limiter.Rule, error) {
 	pol, err := t.Robots.Policy(ctx, req.URL)
 	if err != nil {
-		return pol, limiter.Rule{}, fmt.Errorf("fetch: robots.txt of %s: %w", robots.Site(req.URL), err)
+		return pol, limiter.Rule{}, fmt.Errorf("fetch: robots.txt of %s://%s: %w", req.URL.Scheme, robots.Site(req.URL), err)
 	}
 	return pol, limiter.Rule{Limit: pol.Cap(t.cap()), Delay: pol.CrawlDelay}, nil
 }
@@ -80,15 +103,18 @@ func (t *Transport) cap() int {
 // by the next request to the permit's site instead of acquiring one. The
 // caller must call Reclaim after that request, to release the permit if no
 // request used it.
-func (t *Transport) Handover(p *limiter.Permit) {
+func (t *Transport) Handover(p *limiter.Permit) { t.handOver(handed{p: p}) }
+
+func (t *Transport) handOver(h handed) {
 	t.mu.Lock()
-	t.handed = p
+	t.handed = h
 	t.mu.Unlock()
 }
 
 // TryHandover prepares a request to u without waiting: it checks robots.txt
 // (a *DisallowedError if u is closed), then tries to take the site's permit
-// and hand it over (see Handover). lastSlot reports whether that permit took
+// and hand it over (see Handover). The request to u that takes the permit is
+// not checked again; any other request (a redirect hop, another URL) is. lastSlot reports whether that permit took
 // the site's last free slot (limiter.Permit.TookLastSlot). If the site is
 // full it returns limiter.ErrBusy (a *limiter.BusyError with a wait hint):
 // the caller should do other work and come back.
@@ -118,7 +144,7 @@ func (t *Transport) handover(ctx context.Context, u *url.URL, acquire func(conte
 	if err != nil {
 		return false, err
 	}
-	if !pol.Allowed(u.RequestURI()) {
+	if !t.allowed(pol, u) {
 		return false, &DisallowedError{URL: u.String()}
 	}
 	p, err := acquire(ctx, robots.Site(u), rule)
@@ -126,15 +152,15 @@ func (t *Transport) handover(ctx context.Context, u *url.URL, acquire func(conte
 		return false, err
 	}
 	t.observe(func(o Observer) { o.PermitHeld(1) })
-	t.Handover(p)
+	t.handOver(handed{p: p, checked: checkKey(u)})
 	return p.TookLastSlot(), nil
 }
 
 // Reclaim releases a handed-over permit that no request took.
 func (t *Transport) Reclaim(ctx context.Context) {
 	t.mu.Lock()
-	p := t.handed
-	t.handed = nil
+	p := t.handed.p
+	t.handed = handed{}
 	t.mu.Unlock()
 	if p != nil {
 		p.Release(ctx)
@@ -149,19 +175,29 @@ func (t *Transport) Waiting() int {
 	return t.waiting
 }
 
+// checkedAhead reports whether the handed-over permit was taken after
+// robots.txt was checked for u itself.
+func (t *Transport) checkedAhead(u *url.URL) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.handed.p != nil && t.handed.checked != "" && t.handed.checked == checkKey(u)
+}
+
+// take returns the handed-over permit if it is for site and not lost.
 func (t *Transport) take(site string) *limiter.Permit {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if p := t.handed; p != nil && p.Site() == site && p.Err() == nil {
-		t.handed = nil
+	if p := t.handed.p; p != nil && p.Site() == site && p.Err() == nil {
+		t.handed = handed{}
 		return p
 	}
 	return nil
 }
 
-// RoundTrip checks robots.txt (except for robots.txt itself), takes the
-// site's permit, and makes the request under a context the permit cancels if
-// it is lost. The permit is released when the response body is closed, or at
+// RoundTrip checks robots.txt (except for robots.txt itself, and for the
+// request a TryHandover or WaitHandover checked and took the permit for:
+// one check per fetch), takes the site's permit, and makes the request
+// under a context the permit cancels if it is lost. The permit is released when the response body is closed, or at
 // once if the request fails. A 429 or 503 with Retry-After holds every
 // worker of the fleet off the site until then.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -170,12 +206,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// robots.txt is fetched under limit 1 (no delay): it waits behind every
 	// holder, so it is safe whatever the policy it is about to replace.
 	rule := limiter.Rule{Limit: 1}
-	if !robots.IsFetch(ctx) {
+	if !robots.IsFetch(ctx) && !t.checkedAhead(req.URL) {
+		// Checked before the permit is taken: the check may fetch
+		// robots.txt, which may take a handed-over permit of this site.
 		pol, r, err := t.Rule(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		if !pol.Allowed(req.URL.RequestURI()) {
+		if !t.allowed(pol, req.URL) {
 			return nil, &DisallowedError{URL: req.URL.String()}
 		}
 		rule = r

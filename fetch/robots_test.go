@@ -1,0 +1,200 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/polite-crawler/polite/limiter"
+	"github.com/polite-crawler/polite/robots"
+	"github.com/polite-crawler/polite/testserver"
+)
+
+// A page fetch checks robots.txt once: TryHandover and WaitHandover check
+// the URL and take the permit, and the request that uses that permit is not
+// checked again (with a hostile robots.txt each check is costly). Any other
+// request still is: a redirect hop, another URL of the site.
+func TestOneRobotsCheckPerFetch(t *testing.T) {
+	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{Disallow: []string{"/private/"}}})
+	ctx := context.Background()
+	base := ts.Sites()[0].URL
+	noRedirects := &http.Client{Transport: tr, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+	follow := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	checks := func() int64 { return tr.checks.Load() }
+
+	if _, err := tr.TryHandover(ctx, mustURL(t, base+"/p/1")); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := get(noRedirects, base+"/p/1"); err != nil || code != 200 {
+		t.Fatal(code, err)
+	}
+	if n := checks(); n != 1 {
+		t.Fatalf("TryHandover and its request: %d robots checks, want 1", n)
+	}
+	if _, err := tr.WaitHandover(ctx, mustURL(t, base+"/p/2"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := get(noRedirects, base+"/p/2"); err != nil || code != 200 {
+		t.Fatal(code, err)
+	}
+	if n := checks(); n != 2 {
+		t.Fatalf("WaitHandover and its request: %d robots checks in all, want 2", n)
+	}
+
+	// The redirect is checked once; its hop to a disallowed URL is checked
+	// and refused.
+	if _, err := tr.TryHandover(ctx, mustURL(t, base+"/redirect-private/2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := get(follow, base+"/redirect-private/2"); !errors.Is(err, ErrDisallowed) {
+		t.Fatalf("redirect to /private/: %v, want ErrDisallowed", err)
+	}
+	if n := checks(); n != 4 {
+		t.Fatalf("handed-over redirect and its hop: %d robots checks in all, want 4", n)
+	}
+
+	// A permit handed over for one URL does not let another through
+	// unchecked; it stays for its own URL, which it serves unchecked.
+	if _, err := tr.TryHandover(ctx, mustURL(t, base+"/p/3")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := get(noRedirects, base+"/private/1"); !errors.Is(err, ErrDisallowed) {
+		t.Fatalf("another URL with a permit handed over: %v, want ErrDisallowed", err)
+	}
+	if code, err := get(noRedirects, base+"/p/3"); err != nil || code != 200 {
+		t.Fatal(code, err)
+	}
+	if n := checks(); n != 6 {
+		t.Fatalf("%d robots checks in all, want 6", n)
+	}
+
+	// Through colly, as the crawler fetches.
+	col := NewCollector(tr, CollectorOptions{UserAgent: "politebot/1.0"})
+	if _, err := tr.TryHandover(ctx, mustURL(t, base+"/p/4")); err != nil {
+		t.Fatal(err)
+	}
+	if err := col.Request(http.MethodGet, base+"/p/4", nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := checks(); n != 7 {
+		t.Fatalf("TryHandover and its colly request: %d robots checks in all, want 7", n)
+	}
+
+	tr.Reclaim(ctx)
+	st := ts.Stats().Sites[0]
+	if st.DisallowedHits != 0 || st.Status["200"] != 5 || st.Status["302"] != 1 {
+		t.Fatalf("at the site: %d disallowed requests, statuses %v", st.DisallowedHits, st.Status)
+	}
+	if ls, _ := tr.Limiter.Status(ctx, robots.Site(mustURL(t, base)), 3); ls.Holders != 0 {
+		t.Fatalf("permits left: %+v", ls)
+	}
+}
+
+// sitePages serves a robots.txt and counts the other requests by path.
+type sitePages struct {
+	robots string
+	mu     sync.Mutex
+	seen   map[string]int
+}
+
+func (s *sitePages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/robots.txt" {
+		w.Write([]byte(s.robots))
+		return
+	}
+	s.mu.Lock()
+	if s.seen == nil {
+		s.seen = map[string]int{}
+	}
+	s.seen[r.URL.RequestURI()]++
+	s.mu.Unlock()
+	w.Write([]byte("<html>page</html>"))
+}
+
+func (s *sitePages) count(uri string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[uri]
+}
+
+// transportOver returns a Transport on a fresh key prefix whose requests,
+// robots.txt included, are made by base.
+func transportOver(t *testing.T, base http.RoundTripper) *Transport {
+	t.Helper()
+	rdb := srv.Client()
+	t.Cleanup(func() { rdb.Close() })
+	l := limiter.New(rdb, &limiter.Options{Prefix: keyPrefix(t), Lease: 5 * time.Second})
+	t.Cleanup(func() { l.Close() })
+	tr := &Transport{Base: base, Limiter: l, Cap: 3}
+	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: tr}, &robots.CacheOptions{Prefix: keyPrefix(t), UserAgent: "politebot/1.0"})
+	return tr
+}
+
+// http://example.com and https://example.com (two loopback servers dialled
+// by name and port) have a robots.txt each: http's Disallow: / holds after
+// https's Allow: / was loaded, though both share the site's permits.
+func TestRobotsPerSchemeAtTheTransport(t *testing.T) {
+	plain := &sitePages{robots: "User-agent: *\nDisallow: /\n"}
+	secure := &sitePages{robots: "User-agent: *\nAllow: /\n"}
+	hp := httptest.NewServer(plain)
+	defer hp.Close()
+	hs := httptest.NewTLSServer(secure)
+	defer hs.Close()
+	addrs := map[string]string{"example.com:80": hp.Listener.Addr().String(), "example.com:443": hs.Listener.Addr().String()}
+	base := hs.Client().Transport.(*http.Transport).Clone()
+	base.TLSClientConfig = base.TLSClientConfig.Clone()
+	base.TLSClientConfig.ServerName = "example.com" // httptest's certificate names it
+	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		to, ok := addrs[addr]
+		if !ok {
+			return nil, errors.New("no server for " + addr)
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, to)
+	}
+	tr := transportOver(t, base)
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	if code, err := get(c, "https://example.com/a"); err != nil || code != 200 {
+		t.Fatalf("https://example.com/a: %d %v", code, err)
+	}
+	if _, err := get(c, "http://example.com/b"); !errors.Is(err, ErrDisallowed) {
+		t.Fatalf("http://example.com/b after https's robots.txt was loaded: %v, want ErrDisallowed", err)
+	}
+	if n := plain.count("/b"); n != 0 {
+		t.Fatalf("http://example.com/b requested %d times; its robots.txt says Disallow: /", n)
+	}
+	if ls, _ := tr.Limiter.Status(context.Background(), "example.com", 3); ls.Holders != 0 {
+		t.Fatalf("permits left on the shared site: %+v", ls)
+	}
+}
+
+// Through the permit-taking transport too, a robots.txt redirect to another
+// site's page is never requested, and the redirecting site stays closed.
+func TestRobotsRedirectElsewhereNotFetched(t *testing.T) {
+	b := &sitePages{robots: "User-agent: *\nDisallow: /private/\n"}
+	hb := httptest.NewServer(b)
+	defer hb.Close()
+	a := &sitePages{}
+	ha := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.Redirect(w, r, hb.URL+"/private/secret?delete=1", http.StatusFound)
+			return
+		}
+		a.ServeHTTP(w, r)
+	}))
+	defer ha.Close()
+	tr := transportOver(t, nil)
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	if _, err := get(c, ha.URL+"/page"); !errors.Is(err, ErrDisallowed) {
+		t.Fatalf("a page of a site whose robots.txt redirects elsewhere: %v, want ErrDisallowed", err)
+	}
+	if n, m := b.count("/private/secret?delete=1"), a.count("/page"); n != 0 || m != 0 {
+		t.Fatalf("requested: B's /private/secret?delete=1 %d times, A's /page %d times; want neither", n, m)
+	}
+}
