@@ -3,6 +3,7 @@ package crawl
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/polite-crawler/polite/frontier"
+	"github.com/polite-crawler/polite/internal/keyname"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
 	"github.com/polite-crawler/polite/testserver"
@@ -74,6 +76,7 @@ func TestSeedlessWorkerFollowsTheCrawlsScope(t *testing.T) {
 	defer cancel()
 	prefix := fmt.Sprintf("t:scope:%d", time.Now().UnixNano()) // fresh per run (-count N)
 
+	reads := scopeReads(t)
 	var log logBuf
 	seedless := crawlerOn(t, prefix, "scope", &log, Options{Workers: 2, Forever: true})
 	stop, stopSeedless := context.WithCancel(ctx)
@@ -132,6 +135,48 @@ func TestSeedlessWorkerFollowsTheCrawlsScope(t *testing.T) {
 		t.Error("the seedless worker did not log that the crawl's scope grew")
 	}
 	checkPoliteSites(t, ts)
+	// The scope is read as each process starts or seeds, and when it
+	// grows: a handful of reads, not one a page.
+	n := scopeReads(t) - reads
+	t.Logf("scope reads (SMEMBERS) during the test: %d", n)
+	if n > 4 || n < 2 {
+		t.Errorf("the scope was read %d times for %d pages; want 2 to 4", n, fetched)
+	}
+}
+
+// scopeReads is how many SMEMBERS the test Redis has run.
+func scopeReads(t *testing.T) int64 {
+	t.Helper()
+	rdb := srv.Client()
+	defer rdb.Close()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_smembers:calls="); ok {
+			var n int64
+			fmt.Sscan(strings.SplitN(rest, ",", 2)[0], &n)
+			return n
+		}
+	}
+	return 0
+}
+
+// A crawl name or prefix that would break the crawl's keys or
+// `crawler status` is refused by Seed and Run, with the frontier's error.
+func TestInvalidCrawlNameIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct{ prefix, name string }{{"t:bad", "a\nb"}, {"t:bad", "{}"}, {"a{}", "ok"}} {
+		c := crawlerOn(t, tc.prefix, tc.name, nil, Options{Workers: 1})
+		if _, err := c.Seed(ctx, []string{"http://127.0.0.1:1/"}); !errors.Is(err, keyname.ErrInvalid) {
+			t.Errorf("prefix %q, crawl %q: Seed = %v; want keyname.ErrInvalid", tc.prefix, tc.name, err)
+		}
+		if err := c.Run(ctx); !errors.Is(err, keyname.ErrInvalid) || !strings.Contains(err.Error(), "frontier: ") {
+			t.Errorf("prefix %q, crawl %q: Run = %v; want the frontier's keyname.ErrInvalid", tc.prefix, tc.name, err)
+		}
+	}
 }
 
 // checkPoliteSites asserts at the server that no site saw more than its cap
