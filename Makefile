@@ -26,7 +26,8 @@ race:
 # Short fuzz runs of the robots.txt parser and matcher and of URL
 # normalisation on every test run (CI included). Budgets are counts, not
 # durations: a duration budget trips a race in Go 1.26's fuzz coordinator
-# (golang/go#75804, fixed in 1.27) that fails with "context deadline exceeded" and no input.
+# (golang/go#75804, fixed in 1.27) that fails with "context deadline
+# exceeded" and no input.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 100000x ./robots/
 	$(GO) test -run '^$$' -fuzz FuzzAllowed -fuzztime 50000x ./robots/
