@@ -57,10 +57,11 @@ func (r Rule) normal() Rule {
 // Limiter hands out per-site permits. It is safe for concurrent use. One
 // Limiter per process is enough: its waiters share one pub/sub connection.
 type Limiter struct {
-	rdb  redis.UniversalClient
-	opts *Options
-	hub  *hub
-	err  error // Options out of range: every call returns it
+	rdb   redis.UniversalClient
+	opts  *Options
+	hub   *hub
+	gates gates // ModeLocked's per-site queues of this process
+	err   error // Options out of range: every call returns it
 }
 
 // New returns a Limiter on rdb (a single node, Sentinel or Cluster client).
@@ -192,8 +193,9 @@ func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue
 		}
 		switch {
 		case o.state == stContended:
-			// Another worker holds the site lock for a few hundred µs: back
-			// off a little (jittered so contenders spread out) and try again.
+			// ModeAtomic: a ModeLocked worker holds the site lock for a few
+			// hundred µs: back off a little (jittered so contenders spread
+			// out) and try again. (ModeLocked waits in its gate.)
 			err = sleep(ctx, jitter(200*time.Microsecond, min(o.wait, 5*time.Millisecond)))
 		case o.state == stYoung && queue:
 			// Redis restarted not long ago (restartGuard): nothing was

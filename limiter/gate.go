@@ -1,0 +1,240 @@
+package limiter
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// maxBatch bounds how many callers one hold of the site lock enters: it
+// bounds the pipeline and how long the lock is held.
+const maxBatch = 256
+
+// stuckLock is how long a site lock can stay taken before its holder counts
+// as stalled: a live one holds it for two round trips.
+const stuckLock = 20 * time.Millisecond
+
+// gates queue a process's ModeLocked callers per site, so that only one
+// goroutine per process and site asks Redis for the site lock at a time.
+//
+// Fairness rule: callers in one process take their places in the order they
+// called (a FIFO queue), and one hold of the site lock enters everyone
+// queued when it was won, in that order, up to maxBatch. Across processes,
+// places go in the order the processes win the site lock: each process's
+// one contender retries at a steady jittered interval (not a growing one,
+// which would let a newcomer overtake a contender that has waited longer),
+// slower only once the lock looks stuck (stuckLock).
+// So a burst of n callers in a process costs Redis about n/maxBatch lock
+// rounds, not n callers spinning on the lock.
+type gates struct {
+	mu sync.Mutex
+	m  map[string]*gate // by site; present only while a leader or a queue is
+}
+
+type gate struct {
+	queue   []*ticket
+	leading bool // a goroutine is entering a batch for this site
+}
+
+// ticket is one caller's request for a place, waiting in a gate.
+type ticket struct {
+	id    string
+	rule  Rule
+	queue bool
+	out   chan ticketResult // buffered: the outcome, or the lead
+	gone  bool              // gates.mu: the caller left (ctx done) after its ticket was taken
+}
+
+type ticketResult struct {
+	o    outcome
+	err  error
+	lead bool // no outcome yet: the receiver is to enter the next batch
+}
+
+// enterLocked gives id a place in site's semaphore in ModeLocked, through
+// the site's gate: the caller either waits for a batch entered by another
+// goroutine of this process, or enters one itself (lockBatch).
+func (l *Limiter) enterLocked(ctx context.Context, k keys, id string, rule Rule, queue bool) (outcome, error) {
+	t := &ticket{id: id, rule: rule, queue: queue, out: make(chan ticketResult, 1)}
+	g := &l.gates
+	g.mu.Lock()
+	if g.m == nil {
+		g.m = map[string]*gate{}
+	}
+	s := g.m[k.site]
+	if s == nil {
+		s = &gate{}
+		g.m[k.site] = s
+	}
+	s.queue = append(s.queue, t)
+	lead := !s.leading
+	s.leading = true
+	g.mu.Unlock()
+	for {
+		if lead {
+			r, done := l.lead(ctx, k, t)
+			if done && r.err == nil && ctx.Err() != nil {
+				// The batch went ahead for the others after our caller left.
+				l.undo(k, t, r.o)
+				done = false
+			}
+			if !done {
+				return outcome{}, ctx.Err()
+			}
+			return r.o, r.err
+		}
+		select {
+		case r := <-t.out:
+			if r.lead {
+				lead = true
+				continue
+			}
+			return r.o, r.err
+		case <-ctx.Done():
+			l.abandon(k, t)
+			return outcome{}, ctx.Err()
+		}
+	}
+}
+
+// lead enters batches for k's queue, starting with the one that holds own,
+// until own has its outcome (done) or ctx ends while the site lock is taken
+// by another process (not done: own has left the queue and another caller
+// leads). Then it hands the lead to the next queued caller.
+func (l *Limiter) lead(ctx context.Context, k keys, own *ticket) (r ticketResult, done bool) {
+	g := &l.gates
+	defer l.handOff(k)
+	var batch []*ticket
+	var contended time.Time
+	for {
+		g.mu.Lock()
+		s := g.m[k.site]
+		batch = slices.DeleteFunc(batch, func(t *ticket) bool { return t.gone })
+		n := min(len(s.queue), maxBatch-len(batch))
+		batch = append(batch, s.queue[:n]...)
+		s.queue = slices.Delete(s.queue, 0, n)
+		g.mu.Unlock()
+
+		outs, err := l.lockBatch(context.WithoutCancel(ctx), k, batch)
+		if err != nil || outs != nil {
+			return l.deliver(k, own, batch, outs, err), true
+		}
+		// Contended: another process holds the site lock, for a few hundred
+		// µs when it is alive. Wait a steady jittered interval; the batch
+		// grows meanwhile. A lock held past stuckLock was left by a process
+		// that stalled or died and lasts until its TTL: look less often.
+		if contended.IsZero() {
+			contended = time.Now()
+		}
+		pause := jitter(200*time.Microsecond, time.Millisecond)
+		if time.Since(contended) > stuckLock {
+			pause = jitter(5*time.Millisecond, 10*time.Millisecond)
+		}
+		wait := time.NewTimer(pause)
+		select {
+		case <-wait.C:
+			continue
+		case <-l.hub.done:
+			wait.Stop()
+			return l.deliver(k, own, batch, nil, ErrClosed), true
+		case <-ctx.Done():
+			wait.Stop()
+		}
+		// Our caller left: the others go back to the front of the line, in
+		// order, and the first of them leads.
+		g.mu.Lock()
+		rest := slices.DeleteFunc(batch, func(t *ticket) bool { return t == own || t.gone })
+		s.queue = append(rest, s.queue...)
+		g.mu.Unlock()
+		return ticketResult{}, false
+	}
+}
+
+// deliver hands each ticket of batch its outcome (or err) and returns own's.
+// A caller that left meanwhile gets none: the entry written for it is taken
+// out again.
+func (l *Limiter) deliver(k keys, own *ticket, batch []*ticket, outs []outcome, err error) ticketResult {
+	var mine ticketResult
+	var undo []int
+	g := &l.gates
+	g.mu.Lock()
+	for i, t := range batch {
+		r := ticketResult{err: err}
+		if err == nil {
+			r.o = outs[i]
+		}
+		switch {
+		case t == own:
+			mine = r
+		case t.gone:
+			undo = append(undo, i)
+		default:
+			t.out <- r
+		}
+	}
+	g.mu.Unlock()
+	for _, i := range undo {
+		if err == nil {
+			l.undo(k, batch[i], outs[i])
+		}
+	}
+	return mine
+}
+
+// handOff gives the lead to the first queued caller, or closes the gate.
+func (l *Limiter) handOff(k keys) {
+	g := &l.gates
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l.handOffLocked(k)
+}
+
+func (l *Limiter) handOffLocked(k keys) {
+	s := l.gates.m[k.site]
+	if len(s.queue) == 0 {
+		delete(l.gates.m, k.site)
+		return
+	}
+	s.queue[0].out <- ticketResult{lead: true}
+}
+
+// abandon takes t out of its gate when its caller leaves. If t was already
+// in a batch, the leader undoes its entry; if its outcome had already come,
+// it is undone here; if the lead had come, it passes on.
+func (l *Limiter) abandon(k keys, t *ticket) {
+	g := &l.gates
+	g.mu.Lock()
+	s := g.m[k.site]
+	if s != nil {
+		if i := slices.Index(s.queue, t); i >= 0 {
+			s.queue = slices.Delete(s.queue, i, i+1)
+		}
+	}
+	t.gone = true
+	var r ticketResult
+	got := false
+	select {
+	case r = <-t.out:
+		got = true
+	default:
+	}
+	if got && r.lead {
+		// We were the head of the queue, given the lead: pass it on.
+		l.handOffLocked(k)
+		got = false
+	}
+	g.mu.Unlock()
+	if got && r.err == nil {
+		l.undo(k, t, r.o)
+	}
+}
+
+// undo removes the entry written for a caller that left before it was told
+// (best effort; a place that cannot be removed expires after one lease). A
+// granted permit was never used, so its removal starts no crawl delay.
+func (l *Limiter) undo(k keys, t *ticket, o outcome) {
+	if o.state == stGranted || o.state == stQueued {
+		l.giveUp(k, t.id, t.rule)
+	}
+}
