@@ -126,6 +126,7 @@ func (r *Report) markdown(w io.Writer) {
 	r.hotSiteSection(p)
 	r.crawlSection(p)
 	r.scaleSection(p)
+	r.robotsSection(p)
 }
 
 // verdict is one goal of issue 6 and what this run measured against it.
@@ -167,6 +168,7 @@ func (r *Report) verdicts() []verdict {
 		}
 		v = append(v, verdict{"crawl utilisation, " + x.Name, "≥ 90% of the ideal, 0 starts over cap", got, x.Util >= 0.9 && x.OverCap == 0 && x.MaxAtOnce <= x.Cap})
 	}
+	v = append(v, r.robotsVerdicts()...)
 	return v
 }
 

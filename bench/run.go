@@ -15,7 +15,7 @@ import (
 )
 
 // Sections of a run, in the order they run; Options.Only picks some.
-var Sections = []string{"limiter", "hotsite", "crawl", "scale"}
+var Sections = []string{"limiter", "hotsite", "crawl", "scale", "robots"}
 
 // Options configure Run.
 type Options struct {
@@ -43,6 +43,7 @@ type Report struct {
 	Crawl       []CrawlRow
 	CrawlSpec   CrawlSpec
 	Scale       []CrawlRow
+	Robots      []RobotsRow
 }
 
 // SafetyHeld reports whether our limiter kept every cap: at the hot site's
@@ -83,8 +84,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("bench: redis at %s: %w", o.RedisAddr, err)
 	}
 	r.Machine = machine(ctx, rdb)
-	if err := waitGuard(ctx, rdb, logf); err != nil {
-		return nil, err
+	if slices.ContainsFunc(Sections, func(s string) bool { return s != "robots" && on(s) }) { // robots takes no permits
+		if err := waitGuard(ctx, rdb, logf); err != nil {
+			return nil, err
+		}
 	}
 
 	pairs, tput, hot, crawlPages, procs, runs, scaleSecs := 3000, 5*time.Second, 10*time.Second, 300, []int{1, 2, 4}, 3, 4.0
@@ -138,6 +141,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		logf("scale: %v sites; %v workers in one process", sites, workers)
 		if r.Scale, err = Scale(ctx, r.CrawlSpec, sites, workers, scaleSecs); err != nil {
+			return nil, err
+		}
+	}
+	if on("robots") {
+		logf("robots: Allowed on an 8 KiB path against hostile robots.txt files")
+		if r.Robots, err = Robots(8, 200); err != nil {
 			return nil, err
 		}
 	}
