@@ -58,6 +58,13 @@ func Start(extra ...string) (*Server, error) {
 	return startN(bin, extra, false)
 }
 
+// StartAOF is Start with persistence on: an append-only file in Dir,
+// fsynced as fsync says ("always", "everysec" or "no"). Restart then brings
+// back what the file holds, as a Redis restarted after a crash would.
+func StartAOF(fsync string, extra ...string) (*Server, error) {
+	return Start(append([]string{"--appendonly", "yes", "--appendfsync", fsync}, extra...)...)
+}
+
 // StartTLS is Start for a server that speaks only TLS, with a certificate
 // for 127.0.0.1 signed by a CA made for it (Server.CAFile). Client, and the
 // wait for PING, trust that CA.
@@ -153,8 +160,9 @@ func (s *Server) launch() error {
 }
 
 // Restart kills the server (SIGKILL: a crash) and starts it again on the
-// same address, empty (persistence is off), waiting until it answers. It
-// must not run concurrently with Close.
+// same address and directory, waiting until it answers: empty, or for a
+// StartAOF server with what its append-only file holds. It must not run
+// concurrently with Close.
 func (s *Server) Restart() error {
 	s.cmd.Process.Kill()
 	<-s.exited

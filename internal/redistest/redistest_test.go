@@ -107,6 +107,31 @@ func TestRestart(t *testing.T) {
 	}
 }
 
+// A StartAOF server restarted after a crash has what it had written (with
+// appendfsync always, every write), and counts its uptime from the restart.
+func TestRestartAOF(t *testing.T) {
+	s, err := StartAOF("always")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	c := s.Client()
+	defer c.Close()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("after a restart from the AOF: %q, %v; want the key back", v, err)
+	}
+	if aof, err := c.ConfigGet(ctx, "appendonly").Result(); err != nil || aof["appendonly"] != "yes" {
+		t.Fatalf("appendonly %v, %v", aof, err)
+	}
+}
+
 // WaitUptime returns once the server has been up that long, and not before.
 func TestWaitUptime(t *testing.T) {
 	s, err := Start()
