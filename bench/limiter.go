@@ -94,27 +94,39 @@ func uncontended(ctx context.Context, addr, alg, prefix string, n int) (LatencyR
 // reset (INFO commandstats), those inside scripts included, leaving out the
 // INFO itself.
 func commandCalls(ctx context.Context, rdb *redis.Client) (float64, error) {
+	calls, _, err := commandStats(ctx, rdb)
+	return calls, err
+}
+
+// commandStats is commandCalls and the CPU time Redis spent in those
+// commands (the sum of their usec), in µs.
+func commandStats(ctx context.Context, rdb *redis.Client) (calls, usec float64, err error) {
 	info, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var calls float64
 	for _, line := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
 			continue
 		}
 		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return 0, fmt.Errorf("bench: INFO commandstats %s: %w", name, err)
-				}
+			k, v, _ := strings.Cut(kv, "=")
+			if k != "calls" && k != "usec" {
+				continue
+			}
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("bench: INFO commandstats %s: %w", name, err)
+			}
+			if k == "calls" {
 				calls += f
+			} else {
+				usec += f
 			}
 		}
 	}
-	return calls, nil
+	return calls, usec, nil
 }
 
 func pct(ds []time.Duration, p int) time.Duration {

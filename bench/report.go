@@ -123,6 +123,7 @@ func (r *Report) markdown(w io.Writer) {
 	p("")
 	r.goalsSection(p)
 	r.limiterSection(p)
+	r.burstSection(p)
 	r.hotSiteSection(p)
 	r.crawlSection(p)
 	r.scaleSection(p)
@@ -151,6 +152,7 @@ func (r *Report) verdicts() []verdict {
 	if f := r.Footprint; f != nil {
 		v = append(v, verdict{"keys left after sites go idle", "0", fmt.Sprint(f.KeysLeftAfterIdle), f.KeysLeftAfterIdle == 0})
 	}
+	v = append(v, r.burstVerdicts()...)
 	for _, x := range r.HotSite {
 		if x.Alg != AlgLocked && x.Alg != AlgAtomic {
 			continue

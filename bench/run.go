@@ -43,6 +43,7 @@ type Report struct {
 	Crawl       []CrawlRow
 	CrawlSpec   CrawlSpec
 	Scale       []CrawlRow
+	Burst       []BurstRow
 	Robots      []RobotsRow
 }
 
@@ -112,6 +113,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 		r.Footprint = &fp
+		rounds := 5
+		if o.Quick {
+			rounds = 1
+		}
+		logf("limiter: a burst of 300 callers on a busy site, in 1 and 4 processes, %d rounds per algorithm", rounds)
+		if r.Burst, err = Burst(ctx, o.RedisAddr, 300, []int{1, 4}, rounds); err != nil {
+			return nil, err
+		}
 	}
 	if on("hotsite") {
 		logf("hot site: %d processes x %d waiters, limit %d, %s holds, %s per algorithm",
