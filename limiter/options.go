@@ -27,8 +27,10 @@ type Mode int
 
 const (
 	// ModeLocked is the Redis in Action 6.3 acquire, guarded by a per-site lock
-	// (SET NX PX with a random token, compare-and-delete release): three
-	// pipelined round trips when uncontended.
+	// (SET NX PX with a random token, compare-and-delete release): two
+	// pipelined round trips when uncontended. A process's callers of one site
+	// queue in arrival order and one hold of the lock enters all those queued
+	// (see gates), so a burst costs a few lock rounds, not a spin per caller.
 	ModeLocked Mode = iota
 	// ModeAtomic runs the same steps in one Lua script: one round trip. It
 	// treats a held site lock as contention.
