@@ -223,9 +223,13 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		out = f
 	}
 	c := crawl.New(fr, lim, rob, crawl.Options{Workers: cfg.Workers, Cap: cfg.MaxPerSite, UserAgent: cfg.UserAgent,
-		MaxBodySize: cfg.MaxBodySize, Timeout: cfg.Timeout, StopGrace: cfg.StopGrace, Forever: cfg.Forever, Out: out, Log: log, Observer: m})
+		MaxBodySize: cfg.MaxBodySize, MaxURLLength: cfg.MaxURLLength, Timeout: cfg.Timeout, StopGrace: cfg.StopGrace,
+		Forever: cfg.Forever, Out: out, Log: log, Observer: m})
 	added, err := c.Seed(ctx, seeds)
 	if err != nil {
+		if errors.Is(err, crawl.ErrURLTooLong) {
+			return usageErr("%v (see --max-url-length)", err)
+		}
 		if strings.Contains(err.Error(), "NOPERM") {
 			return fmt.Errorf("seeding: %w (the Redis user may not use keys under --prefix %s)", err, cfg.Prefix)
 		}
@@ -251,7 +255,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	g.Go(func() error { defer close(done); return c.Run(gctx) })
 	err = g.Wait()
 	p := c.Progress()
-	log.Info("crawl finished", "pages", p.Pages, "skipped", p.Skipped, "failed", p.Failed, "stopped", ctx.Err() != nil,
+	log.Info("crawl finished", "pages", p.Pages, "skipped", p.Skipped, "failed", p.Failed, "links_too_long", p.TooLong, "stopped", ctx.Err() != nil,
 		"redis_round_trips", m.RoundTrips())
 	return err
 }
