@@ -72,8 +72,8 @@ func TestMatchIsNotExponential(t *testing.T) {
 
 // FuzzAllowed compares the compiled matcher with two plain references, the
 // backtracking matcher it replaced and a regexp, on up to 16 rules and a
-// path, as given and repeated past the length where the window set is
-// used. It times nothing.
+// path, as given and repeated past the length where the window index is
+// used, with and without the index. It times nothing.
 func FuzzAllowed(f *testing.F) {
 	f.Add("a*b\n*b$\na\n", uint16(2), "aab")
 	f.Add("*"+strings.Repeat("a", 20)+"b\n/a*$\n", uint16(1), strings.Repeat("a", 30))
@@ -92,11 +92,17 @@ func FuzzAllowed(f *testing.F) {
 			rules = append(rules, Rule{Allow: allow>>i&1 == 1, Pattern: normalize(pat)})
 		}
 		p := Policy{Rules: rules, m: compile(rules)}
+		indexed := p
+		indexed.m = compile(rules)
+		indexed.m.indexAfter = 0 // the window index from the first search
 		long := "/" + strings.Repeat(path+"/", gramMinPath/(len(path)+1)+1)
 		for _, s := range []string{"/" + path, long} {
 			want := refAllowed(rules, s)
 			if got := p.Allowed(s); got != want {
 				t.Fatalf("Allowed(%q) = %v, the reference says %v (rules %+v)", s, got, want, rules)
+			}
+			if got := indexed.Allowed(s); got != want {
+				t.Fatalf("with the window index, Allowed(%q) = %v, the reference says %v (rules %+v)", s, got, want, rules)
 			}
 			if s == "/robots.txt" {
 				continue
