@@ -6,9 +6,10 @@ import (
 )
 
 // matcher is a policy's rules compiled once, so that one Allowed call costs
-// at most O(L + Σ over distinct rules of one prefix compare) plus one
-// linear search of the path per distinct literal piece after a '*' —
-// however hostile the file — and usually far less. L is the path's length.
+// at most O(L) plus, per distinct rule, one prefix compare and one linear
+// search of the path per literal piece after a '*' — however hostile the
+// file — and usually far less: a piece's first occurrence, found once per
+// call, answers most searches. L is the path's length.
 //
 // A pattern is split at its '*'s into literal pieces: p0 * p1 * … * pk,
 // with an optional final '$'. It matches a path when p0 is a prefix of the
