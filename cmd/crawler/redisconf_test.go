@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -78,6 +79,40 @@ func TestEvictingRedis(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Redis user that may not run INFO leaves the policy unknown: `crawler
+// run` says so and crawls, or with --strict exits 1 saying what to grant.
+func TestEvictionPolicyUnreadable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	rdb := rs.Client()
+	defer rdb.Close()
+	if err := rdb.Do(ctx, "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, strict := range []bool{false, true} {
+		ts, seeds := serveSites(t, testserver.Profile{Name: "noinfo", Seed: 1, Sites: []testserver.SiteSpec{{Pages: 3, Links: 2}}})
+		args := []string{"--lease", "1s", "--crawl", fmt.Sprintf("noinfo-%v", strict)}
+		if strict {
+			args = append(args, "--strict")
+		}
+		cmd := worker(t, ctx, build(t), nil, "noinfo:pw@"+rs.Addr, seeds, args...)
+		err := cmd.Wait()
+		log := cmd.Stderr.(*strings.Builder).String()
+		_, requests := totals(ts)
+		if strict && (exitCode(err) != 1 || requests != 0 || !strings.Contains(log, "--strict: cannot read the maxmemory-policy") || !strings.Contains(log, "run INFO")) {
+			t.Errorf("--strict without INFO: exit %d, %d requests; want exit 1, none, and why:\n%s", exitCode(err), requests, log)
+		}
+		if !strict && (err != nil || requests == 0 || !strings.Contains(log, `"msg":"cannot read Redis's maxmemory-policy`)) {
+			t.Errorf("without INFO: %v, %d requests; want the crawl done and a warning:\n%s", err, requests, log)
+		}
 	}
 }
 
