@@ -8,14 +8,14 @@ import (
 	"time"
 )
 
-// The robots section measures both hostile files and reports each against
+// The robots section measures the hostile files and reports each against
 // the goal, in its own section and among the goals.
 func TestRobotsSection(t *testing.T) {
 	rows, err := Robots(1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 || rows[0].Lines < 4000 || rows[1].Lines < 4000 || rows[0].FileKiB < 490 || rows[0].PerCheck <= 0 {
+	if len(rows) != 3 || rows[0].Lines < 4000 || rows[2].Lines < 4000 || rows[0].FileKiB < 490 || rows[2].PathKiB != 1 || rows[2].PerCheck <= 0 {
 		t.Fatalf("rows %+v", rows)
 	}
 	rows[0].PerCheck, rows[1].PerCheck = 20*time.Microsecond, 6*time.Millisecond
