@@ -259,3 +259,46 @@ func TestStuckLockBoundedWork(t *testing.T) {
 		t.Errorf("%.1f commands per caller, want at most %d", per, maxPerCaller)
 	}
 }
+
+// A process's callers that queue while the site lock is taken take their
+// places, and so their permits, in the order they called; before the
+// gate, whoever won the lock when it came free went first.
+func TestLockedQueueKeepsArrivalOrder(t *testing.T) {
+	const n = 8
+	ctx := ctxT(t)
+	rdb := newClient(t)
+	l := newLimiter(t, rdb, Options{})
+	k := keysFor(l.opts.prefix(), "o.example")
+	if err := rdb.Set(ctx, k.lock, "someone-else", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := l.Acquire(ctx, "o.example", 1)
+			if err != nil {
+				t.Error(err)
+				order <- -1
+				return
+			}
+			order <- i
+			p.Release(ctx)
+		}()
+		time.Sleep(20 * time.Millisecond) // a generous gap: caller i calls before i+1
+	}
+	rdb.Del(ctx, k.lock)
+	wg.Wait()
+	close(order)
+	var got []int
+	for i := range order {
+		got = append(got, i)
+	}
+	for want, i := range got {
+		if i != want {
+			t.Fatalf("permits went to callers %v, want 0 to %d in order", got, n-1)
+		}
+	}
+}
