@@ -18,7 +18,9 @@ var errPlaceLost = errors.New("limiter: place in line lost")
 //
 // Fairness rule: a place is a counter value taken when the waiter first asked,
 // and permits go to the lowest counters, so waiters are served in the order
-// they asked, whichever process they are in. A waiter keeps its place by
+// they took their places, whichever process they are in. (ModeLocked gives
+// a process's callers their places in the order they called; across
+// processes, in the order the processes won the site lock: see gates.) A waiter keeps its place by
 // heartbeating every Lease/3; one that stops (its process died) drops out
 // after one lease and the line moves up.
 //
