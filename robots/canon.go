@@ -15,11 +15,14 @@ import "strings"
 func CanonicalPath(s string) string {
 	s = normalize(s)
 	path, query, hasQuery := strings.Cut(s, "?")
-	path = removeDotSegments(path)
-	if hasQuery {
-		return path + "?" + query
+	clean := removeDotSegments(path)
+	switch {
+	case len(clean) == len(path): // no dot segment (resolving one always shortens)
+		return s
+	case hasQuery:
+		return clean + "?" + query
 	}
-	return path
+	return clean
 }
 
 // removeDotSegments is RFC 3986 5.2.4 on a decoded-unreserved path: "." and

@@ -113,7 +113,8 @@ func (m *matcher) compiledFrom(rules []Rule) bool {
 // allowed applies the rules to a canonical path: the first that matches
 // decides; none matching allows.
 func (m *matcher) allowed(path string) bool {
-	var sc *scratch
+	var sc *scratch // taken from the pool when a rule first needs a search
+	allow := true
 	for i := range m.rules {
 		r := &m.rules[i]
 		if !strings.HasPrefix(path, r.prefix) {
@@ -121,19 +122,24 @@ func (m *matcher) allowed(path string) bool {
 		}
 		if !r.wild {
 			if !r.anchored || len(path) == len(r.prefix) {
-				return r.allow
+				allow = r.allow
+				break
 			}
 			continue
 		}
 		if len(r.pieces) > 0 && sc == nil {
 			sc = m.newScratch(path)
-			defer scratchPool.Put(sc)
 		}
 		if m.matchPieces(r, path, sc) {
-			return r.allow
+			allow = r.allow
+			break
 		}
 	}
-	return true
+	if sc != nil {
+		sc.path = "" // the pool keeps no path alive
+		scratchPool.Put(sc)
+	}
+	return allow
 }
 
 // matchPieces places r's pieces after its prefix, each as far left as it

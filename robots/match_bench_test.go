@@ -85,3 +85,12 @@ func TestHostileFileIsCheap(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAllowedTypical is an ordinary file and URL: what every check
+// pays.
+func BenchmarkAllowedTypical(b *testing.B) {
+	p := Parse(200, []byte("User-agent: *\nDisallow: /private/\nAllow: /private/press/\nDisallow: /*.pdf$\nDisallow: /search?\nDisallow: /*/edit\n"), "politebot")
+	for b.Loop() {
+		p.Allowed("/blog/2024/05/some-article-title-here?utm_source=feed&page=2")
+	}
+}
