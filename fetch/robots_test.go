@@ -198,3 +198,41 @@ func TestRobotsRedirectElsewhereNotFetched(t *testing.T) {
 		t.Fatalf("requested: B's /private/secret?delete=1 %d times, A's /page %d times; want neither", n, m)
 	}
 }
+
+// A handed-over permit lost before its request (the worker stalled past the
+// lease) is replaced under the rule robots.txt gave: the request's own
+// permit starts the crawl delay when its body is closed. Before, it was
+// taken as for robots.txt (limit 1, no delay), and only the caller's later
+// Reclaim of the lost permit started the delay.
+func TestLostHandoverKeepsTheCrawlDelay(t *testing.T) {
+	const lease = 500 * time.Millisecond
+	tr, ts := setup(t, lease, testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{CrawlDelay: testserver.Duration(30 * time.Second)}})
+	ctx := context.Background()
+	site := ts.Sites()[0].URL
+	u := mustURL(t, site+"/p/1")
+	if _, err := tr.TryHandover(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	// Not kept alive: the permit fences itself within the lease.
+	deadline := time.Now().Add(10 * lease)
+	for tr.handed.p.Err() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the handed-over permit was never lost")
+		}
+		time.Sleep(lease / 10)
+	}
+	if code, err := get(&http.Client{Transport: tr}, u.String()); err != nil || code != 200 {
+		t.Fatal(code, err)
+	}
+	defer tr.Reclaim(ctx)
+	other := &Transport{Limiter: tr.Limiter, Robots: tr.Robots, Cap: 3}
+	_, err := other.TryHandover(ctx, mustURL(t, site+"/p/2"))
+	var busy *limiter.BusyError
+	if !errors.As(err, &busy) {
+		other.Reclaim(ctx)
+		t.Fatalf("the next request right after one to a 30 s crawl-delay site: %v, want limiter.ErrBusy", err)
+	}
+	if busy.Wait < 20*time.Second {
+		t.Fatalf("wait hint %v, want about the 30 s crawl delay", busy.Wait)
+	}
+}

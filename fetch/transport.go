@@ -66,7 +66,8 @@ type Transport struct {
 // WaitHandover): that request is not checked again.
 type handed struct {
 	p       *limiter.Permit
-	checked string // checkKey of the URL checked; "" if none was
+	checked string       // checkKey of the URL checked; "" if none was
+	rule    limiter.Rule // the rule robots.txt gave the checked URL
 }
 
 // checkKey names what a robots check is about: the robots.txt (scheme, site)
@@ -152,7 +153,7 @@ func (t *Transport) handover(ctx context.Context, u *url.URL, acquire func(conte
 		return false, err
 	}
 	t.observe(func(o Observer) { o.PermitHeld(1) })
-	t.handOver(handed{p: p, checked: checkKey(u)})
+	t.handOver(handed{p: p, checked: checkKey(u), rule: rule})
 	return p.TookLastSlot(), nil
 }
 
@@ -176,11 +177,14 @@ func (t *Transport) Waiting() int {
 }
 
 // checkedAhead reports whether the handed-over permit was taken after
-// robots.txt was checked for u itself.
-func (t *Transport) checkedAhead(u *url.URL) bool {
+// robots.txt was checked for u itself, and the rule it was taken under: a
+// request that finds that permit lost takes a new one under the same rule
+// (its crawl delay included).
+func (t *Transport) checkedAhead(u *url.URL) (limiter.Rule, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.handed.p != nil && t.handed.checked != "" && t.handed.checked == checkKey(u)
+	h := t.handed
+	return h.rule, h.p != nil && h.checked != "" && h.checked == checkKey(u)
 }
 
 // take returns the handed-over permit if it is for site and not lost.
@@ -206,7 +210,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// robots.txt is fetched under limit 1 (no delay): it waits behind every
 	// holder, so it is safe whatever the policy it is about to replace.
 	rule := limiter.Rule{Limit: 1}
-	if !robots.IsFetch(ctx) && !t.checkedAhead(req.URL) {
+	ahead, checked := t.checkedAhead(req.URL)
+	switch {
+	case robots.IsFetch(ctx):
+	case checked:
+		rule = ahead
+	default:
 		// Checked before the permit is taken: the check may fetch
 		// robots.txt, which may take a handed-over permit of this site.
 		pol, r, err := t.Rule(ctx, req)
