@@ -1,6 +1,9 @@
 package robots
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+)
 
 // CanonicalPath is the one form of a URL's path (escaped, as
 // url.URL.EscapedPath gives it), optionally followed by '?' and the query,
@@ -33,8 +36,10 @@ func removeDotSegments(p string) string {
 		return p
 	}
 	out := make([]byte, 0, len(p))
-	pop := func() { // drop the last segment and its "/" from out
-		if i := strings.LastIndexByte(string(out), '/'); i >= 0 {
+	// pop drops the last segment and its "/" from out. It scans out in
+	// place (no copy), and only the bytes it drops, so the whole is linear.
+	pop := func() {
+		if i := bytes.LastIndexByte(out, '/'); i >= 0 {
 			out = out[:i]
 		} else {
 			out = out[:0]
