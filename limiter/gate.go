@@ -101,12 +101,12 @@ func (l *Limiter) enterLocked(ctx context.Context, k keys, id string, rule Rule,
 // lead enters batches for k's queue, starting with the one that holds own,
 // until own has its outcome (done) or ctx ends while the site lock is taken
 // by another process (not done: own has left the queue and another caller
-// leads). Then it hands the lead to the next queued caller.
+// leads). Either way it hands the lead to the next queued caller.
 func (l *Limiter) lead(ctx context.Context, k keys, own *ticket) (r ticketResult, done bool) {
 	g := &l.gates
-	defer l.handOff(k)
 	var batch []*ticket
-	var contended time.Time
+	var holder string   // the token of the lock that beat us last
+	var since time.Time // when we first saw that token
 	for {
 		g.mu.Lock()
 		s := g.m[k.site]
@@ -116,19 +116,23 @@ func (l *Limiter) lead(ctx context.Context, k keys, own *ticket) (r ticketResult
 		s.queue = slices.Delete(s.queue, 0, n)
 		g.mu.Unlock()
 
-		outs, err := l.lockBatch(context.WithoutCancel(ctx), k, batch)
+		outs, h, err := l.lockBatch(context.WithoutCancel(ctx), k, batch)
 		if err != nil || outs != nil {
 			return l.deliver(k, own, batch, outs, err), true
 		}
 		// Contended: another process holds the site lock, for a few hundred
 		// µs when it is alive. Wait a steady jittered interval; the batch
-		// grows meanwhile. A lock held past stuckLock was left by a process
-		// that stalled or died and lasts until its TTL: look less often.
-		if contended.IsZero() {
-			contended = time.Now()
+		// grows meanwhile. Only the same lock (the same token) held past
+		// stuckLock was left by a process that stalled or died and lasts
+		// until its TTL: then look less often. A busy lock that changes
+		// hands keeps us at the fast pace, the pace newcomers poll at, so
+		// a process that has waited longer is not overtaken for having
+		// waited.
+		if h != holder || h == "" {
+			holder, since = h, time.Now()
 		}
 		pause := jitter(200*time.Microsecond, time.Millisecond)
-		if time.Since(contended) > stuckLock {
+		if time.Since(since) > stuckLock {
 			pause = jitter(5*time.Millisecond, 10*time.Millisecond)
 		}
 		wait := time.NewTimer(pause)
@@ -146,14 +150,16 @@ func (l *Limiter) lead(ctx context.Context, k keys, own *ticket) (r ticketResult
 		g.mu.Lock()
 		rest := slices.DeleteFunc(batch, func(t *ticket) bool { return t == own || t.gone })
 		s.queue = append(rest, s.queue...)
+		l.handOffLocked(k)
 		g.mu.Unlock()
 		return ticketResult{}, false
 	}
 }
 
-// deliver hands each ticket of batch its outcome (or err) and returns own's.
-// A caller that left meanwhile gets none: the entry written for it is taken
-// out again.
+// deliver hands each ticket of batch its outcome (or err), hands the lead to
+// the next queued caller, and returns own's. A caller that left meanwhile
+// gets none: the entry written for it is taken out again, after the hand-off,
+// so the next batch does not wait for it.
 func (l *Limiter) deliver(k keys, own *ticket, batch []*ticket, outs []outcome, err error) ticketResult {
 	var mine ticketResult
 	var undo []int
@@ -173,23 +179,18 @@ func (l *Limiter) deliver(k keys, own *ticket, batch []*ticket, outs []outcome, 
 			t.out <- r
 		}
 	}
+	l.handOffLocked(k)
 	g.mu.Unlock()
-	for _, i := range undo {
-		if err == nil {
+	if err == nil {
+		for _, i := range undo {
 			l.undo(k, batch[i], outs[i])
 		}
 	}
 	return mine
 }
 
-// handOff gives the lead to the first queued caller, or closes the gate.
-func (l *Limiter) handOff(k keys) {
-	g := &l.gates
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	l.handOffLocked(k)
-}
-
+// handOffLocked gives the lead to the first queued caller, or closes the
+// gate. gates.mu is held.
 func (l *Limiter) handOffLocked(k keys) {
 	s := l.gates.m[k.site]
 	if len(s.queue) == 0 {

@@ -12,34 +12,33 @@ import (
 )
 
 // lockBatch is the Redis in Action 6.3 acquire, guarded by the site lock,
-// for the callers of one batch (see gates), in two pipelined round trips:
+// for the callers of one batch (see gates), in two round trips:
 //
-//  1. SET lock token NX PX; the server time of the site's node and its
-//     restart guard (time.lua); GET counter.
-//  2. Drop expired entries (ZREMRANGEBYSCORE holders, ZINTERSTORE owners =
-//     owners ∩ holders WEIGHTS 1 0); ZCARD owners; read the crawl-delay mark;
-//     take counters counter+1 … counter+n (SET counter); ZADD holders now;
-//     ZADD owners with those counters, in batch order; release the lock by
-//     compare-and-delete.
+//  1. A pipeline: SET lock token NX PX; the server time of the site's node
+//     and its restart guard (time.lua); GET lock (who holds it, if not us).
+//  2. locked.lua, which does nothing unless the lock is still ours: drop
+//     expired entries (ZREMRANGEBYSCORE holders, ZINTERSTORE owners = owners ∩
+//     holders WEIGHTS 1 0); ZCARD owners; read the crawl-delay mark; take
+//     counters with INCRBY counter n; ZADD holders now; ZADD owners with those
+//     counters, in batch order; release the lock.
 //
 // The book INCRs the counter and reads the rank with ZRANK after adding. Here
-// the counter is read in step 1: once our SET NX succeeds nothing else can
-// change it (ModeLocked needs the lock, ModeAtomic backs off while it is
-// held), so counter+1 is above every score in owners and the i-th entry's
-// rank is the count of owners before we add ours, plus the entries ahead of
-// it in the batch. That saves a round trip.
+// nothing else adds an entry while we hold the lock (ModeLocked needs it,
+// ModeAtomic backs off while it is held), so the i-th entry's rank is the
+// count of owners before we add ours, plus the entries ahead of it in the
+// batch. The counter is only ever raised (INCRBY), never set, so every new
+// entry scores above every entry taken before, even if a worker stalled
+// between its round trips; the scores may leave gaps, which is harmless.
 //
-// The compare-and-delete proves the lock was ours from step 1 to the end of
-// step 2 (a random token cannot vanish and come back), so no other entry took
-// a counter in between. If it was not (we stalled past LockTTL), our places
-// may be out of order: we take them out and report contention. Contention
-// returns nil outcomes and no error; the caller retries. TryAcquire entries
-// that find the site full are taken out again: a third round trip, only on
-// that path.
+// Step 2 checks the token first and writes nothing if the lock is no longer
+// ours (we stalled past LockTTL): that is contention. Contention returns nil
+// outcomes and no error; the caller retries. holder is the token of the lock
+// that beat us in step 1, "" otherwise. TryAcquire entries that find the site
+// full are taken out again: a third round trip, only on that path.
 //
 // The batch shares one restart guard and one key TTL, the largest its
 // rules ask for.
-func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) ([]outcome, error) {
+func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []outcome, holder string, err error) {
 	lease := l.opts.lease()
 	var ttl time.Duration
 	var guard int64
@@ -52,57 +51,56 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) ([]outcom
 	pipe := l.rdb.Pipeline()
 	locked := pipe.SetNX(ctx, k.lock, token, l.opts.lockTTL())
 	tm := pipe.Eval(ctx, timeYoungLua, []string{k.lock, k.counter}, guard)
-	counterCmd := pipe.Get(ctx, k.counter)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("limiter: acquire %s: lock: %w", k.site, err)
+	holderCmd := pipe.Get(ctx, k.lock)
+	pipe.Exec(ctx) // each command's error is checked: Exec reports only the first
+	for _, c := range []redis.Cmder{locked, tm, holderCmd} {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			if locked.Val() {
+				l.unlock(k, token)
+			}
+			return nil, "", fmt.Errorf("limiter: acquire %s: lock: %w", k.site, err)
+		}
 	}
 	if !locked.Val() {
-		return nil, nil
+		return nil, holderCmd.Val(), nil
 	}
-	outs := make([]outcome, len(ts))
+	outs = make([]outcome, len(ts))
 	now, young, err := serverMillis(tm.Val())
 	if err != nil {
 		l.unlock(k, token)
-		return nil, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
+		return nil, "", fmt.Errorf("limiter: acquire %s: %w", k.site, err)
 	}
 	if young > 0 {
 		l.unlock(k, token)
 		for i := range outs {
 			outs[i] = outcome{state: stYoung, rank: -1, wait: time.Duration(young) * time.Millisecond, sent: sent}
 		}
-		return outs, nil
-	}
-	counter := int64OrZero(counterCmd)
-	holders, owners := make([]redis.Z, len(ts)), make([]redis.Z, len(ts))
-	for i, t := range ts {
-		holders[i] = redis.Z{Score: float64(now), Member: t.id}
-		owners[i] = redis.Z{Score: float64(counter + 1 + int64(i)), Member: t.id}
+		return outs, "", nil
 	}
 
-	pipe = l.rdb.Pipeline()
-	pipe.ZRemRangeByScore(ctx, k.holders, "-inf", strconv.FormatInt(now-ms(lease), 10))
-	pipe.ZInterStore(ctx, k.owners, &redis.ZStore{Keys: []string{k.owners, k.holders}, Weights: []float64{1, 0}})
-	card := pipe.ZCard(ctx, k.owners)
-	nextCmd := pipe.Get(ctx, k.next)
-	oldest := pipe.ZRangeWithScores(ctx, k.holders, 0, 0)
-	pipe.Set(ctx, k.counter, counter+int64(len(ts)), ttl)
-	pipe.ZAdd(ctx, k.holders, holders...)
-	pipe.ZAdd(ctx, k.owners, owners...)
-	pipe.PExpire(ctx, k.holders, ttl)
-	pipe.PExpire(ctx, k.owners, ttl)
-	unlocked := pipe.Eval(ctx, unlockLua, []string{k.lock}, token)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	args := make([]any, 0, 4+len(ts))
+	args = append(args, token, now, ms(lease), ms(ttl))
+	for _, t := range ts {
+		args = append(args, t.id)
+	}
+	v, err := lockedScript.Run(ctx, l.rdb, k.all(), args...).Int64Slice()
+	if err != nil {
+		// The script may have stopped part way: take out what it wrote.
 		l.drop(k, ts)
 		l.unlock(k, token)
-		return nil, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
+		return nil, "", fmt.Errorf("limiter: acquire %s: %w", k.site, err)
 	}
-	if n, _ := unlocked.Int64(); n != 1 {
+	if len(v) == 1 && v[0] == 0 {
+		return nil, "", nil // the lock was lost: nothing written
+	}
+	if len(v) != 5 || v[0] != 1 {
 		l.drop(k, ts)
-		return nil, nil
+		l.unlock(k, token)
+		return nil, "", fmt.Errorf("limiter: acquire %s: unexpected reply %v", k.site, v)
 	}
 	// Ranks count the entries kept ahead: a TryAcquire entry that is not
 	// granted is taken out, so it holds no place.
-	rank, nextAt := int(card.Val()), int64OrZero(nextCmd)
+	rank, nextAt, oldest := int(v[1]), v[2], v[3]
 	var out []*ticket
 	for i, t := range ts {
 		o := outcome{state: stQueued, rank: rank, sent: sent}
@@ -114,7 +112,7 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) ([]outcom
 			out = append(out, t)
 		}
 		if o.state != stGranted {
-			o.wait = waitHint(now, lease, rank, t.rule.Limit, nextAt, oldest.Val())
+			o.wait = waitHint(now, lease, rank, t.rule.Limit, nextAt, oldest)
 		}
 		if o.state != stBusy {
 			rank++
@@ -124,27 +122,19 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) ([]outcom
 	if len(out) > 0 {
 		l.drop(k, out)
 	}
-	return outs, nil
+	return outs, "", nil
 }
 
-// waitHint is the hint acquire.lua gives (wait_hint in common.lua).
-func waitHint(now int64, lease time.Duration, rank, limit int, nextAt int64, oldest []redis.Z) time.Duration {
+// waitHint is the hint acquire.lua gives (wait_hint in common.lua); oldest
+// is the oldest holder's score, or negative if there is none.
+func waitHint(now int64, lease time.Duration, rank, limit int, nextAt, oldest int64) time.Duration {
 	switch {
 	case rank < limit:
 		return time.Duration(max(1, nextAt-now)) * time.Millisecond
-	case len(oldest) > 0:
-		return time.Duration(max(1, int64(oldest[0].Score)+ms(lease)-now+1)) * time.Millisecond
+	case oldest >= 0:
+		return time.Duration(max(1, oldest+ms(lease)-now+1)) * time.Millisecond
 	}
 	return lease
-}
-
-// int64OrZero reads an integer reply; a missing key (redis.Nil) is 0.
-func int64OrZero(c *redis.StringCmd) int64 {
-	n, err := c.Int64()
-	if err != nil {
-		return 0
-	}
-	return n
 }
 
 // unlock releases the site lock if it is still ours, best effort: if this

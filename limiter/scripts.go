@@ -22,6 +22,8 @@ var (
 	timeLua string
 	//go:embed young.lua
 	youngLua string
+	//go:embed locked.lua
+	lockedLua string
 
 	// timeYoungLua is sent whole with EVAL in ModeLocked's first pipelined
 	// round trip (a pipeline cannot fall back from EVALSHA), so without the
@@ -31,6 +33,7 @@ var (
 	acquireScript = redis.NewScript(commonLua + youngLua + acquireLua)
 	checkScript   = redis.NewScript(commonLua + checkLua)
 	releaseScript = redis.NewScript(commonLua + releaseLua)
+	lockedScript  = redis.NewScript(commonLua + lockedLua)
 )
 
 // Script states, as the scripts return them.

@@ -1,0 +1,28 @@
+-- locked.lua: ModeLocked's second round trip, run only while the site lock is
+-- still ours (Redis in Action 6.3's acquire, after the lock is won).
+-- KEYS: see common.lua.
+-- ARGV[1] the lock token won in step 1   ARGV[2] server ms read in step 1
+-- ARGV[3] lease ms   ARGV[4] key TTL ms   ARGV[5..] entry ids, in batch order
+-- If the lock is no longer ours (we stalled past LockTTL and another took it),
+-- it writes nothing and returns {0}. Otherwise it drops expired entries, takes
+-- counters with INCRBY (never lower than any taken before: a counter is never
+-- set back), adds the entries, releases the lock and returns {1, entries kept
+-- ahead (ZCARD owners before ours), next-request ms, score of the oldest
+-- holder or -1, the last counter taken}.
+if redis.call('GET', KEYS[4]) ~= ARGV[1] then
+  return {0}
+end
+local now, lease, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local n = #ARGV - 4
+prune(now, lease, ttl)
+local card = redis.call('ZCARD', KEYS[2])
+local nxt = next_at()
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local c = redis.call('INCRBY', KEYS[3], n)
+for i = 1, n do
+  redis.call('ZADD', KEYS[1], now, ARGV[4 + i])
+  redis.call('ZADD', KEYS[2], c - n + i, ARGV[4 + i])
+end
+touch(ttl)
+redis.call('DEL', KEYS[4])
+return {1, card, nxt, oldest[2] and tonumber(oldest[2]) or -1, c}

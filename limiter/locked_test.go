@@ -1,0 +1,117 @@
+package limiter
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// stallAfterLock holds up the round trip that follows a won ModeLocked step 1
+// (the site lock's SET NX) until release is closed: the worker stalls between
+// its two round trips.
+type stallAfterLock struct {
+	mu      sync.Mutex
+	armed   bool // the next round trip stalls
+	done    bool // it stalled once
+	stalled chan struct{}
+	release chan struct{}
+}
+
+func (s *stallAfterLock) DialHook(n redis.DialHook) redis.DialHook { return n }
+
+func (s *stallAfterLock) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error {
+		s.maybeStall()
+		return n(ctx, c)
+	}
+}
+
+func (s *stallAfterLock) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		s.maybeStall()
+		err := n(ctx, cmds)
+		if sn, ok := cmds[0].(*redis.BoolCmd); ok && strings.EqualFold(sn.Name(), "set") && sn.Val() {
+			s.mu.Lock()
+			s.armed = !s.done
+			s.mu.Unlock()
+		}
+		return err
+	}
+}
+
+func (s *stallAfterLock) maybeStall() {
+	s.mu.Lock()
+	stall := s.armed
+	s.armed, s.done = false, s.done || stall
+	s.mu.Unlock()
+	if stall {
+		close(s.stalled)
+		<-s.release
+	}
+}
+
+// A worker that stalls between its two round trips past LockTTL loses the
+// site lock to others, who take places meanwhile. When its second round trip
+// runs at last it must not lower the counter: the place it takes on its retry
+// must rank behind the permit held now, so at limit 1 it waits.
+func TestLockedStallPastLockTTLNeverLowersCounter(t *testing.T) {
+	ctx := ctxT(t)
+	const lockTTL = 100 * time.Millisecond
+	stall := &stallAfterLock{stalled: make(chan struct{}), release: make(chan struct{})}
+	ra := newClient(t)
+	ra.AddHook(stall)
+	prefix := testPrefix(t)
+	la := newLimiter(t, ra, Options{Prefix: prefix, LockTTL: lockTTL})
+	lb := newLimiter(t, newClient(t), Options{Prefix: prefix, LockTTL: lockTTL})
+	rdb := newClient(t)
+	k := keysFor(prefix, "site")
+
+	aGot := make(chan *Permit, 1)
+	go func() {
+		p, err := la.Acquire(ctx, "site", 1)
+		if err != nil {
+			t.Error(err)
+		}
+		aGot <- p
+	}()
+	<-stall.stalled
+	waitFor(t, "A's site lock to expire", func() bool { return rdb.Exists(ctx, k.lock).Val() == 0 })
+
+	// B takes three places (1, 2, 3) and lets the first two go: B3 holds.
+	got := make(chan *Permit, 3)
+	for range 3 {
+		go func() {
+			p, err := lb.Acquire(ctx, "site", 1)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+	}
+	for range 2 {
+		if err := (<-got).Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b3 := <-got
+
+	close(stall.release) // A's second round trip runs, long after its lock expired
+	select {
+	case p := <-aGot:
+		t.Fatalf("A got a permit (%s) while B3 (%s) holds it at limit 1", p.ID(), b3.ID())
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := b3.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-aGot:
+		p.Release(ctx)
+	case <-time.After(5 * time.Second):
+		t.Fatal("A got no permit after B3 released")
+	}
+}
