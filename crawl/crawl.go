@@ -226,7 +226,7 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 		if taken != nil {
 			it, err, taken = taken.it, taken.err, nil
 		} else {
-			it, err = c.fr.Next(ctx)
+			it, err = c.next(ctx)
 		}
 		var empty *frontier.EmptyError
 		switch {
@@ -256,6 +256,19 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 	}
 }
 
+// frontierTimeout bounds a frontier call that a stop does not cut.
+const frontierTimeout = 5 * time.Second
+
+// next takes the next item. A stop does not cut it: once its script may
+// have run in Redis, an answer lost to the stop would leave the item taken
+// until the visibility timeout. The caller sees the stop after Next returns
+// and gives the item back (work).
+func (c *Crawler) next(ctx context.Context) (frontier.Item, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
+	defer cancel()
+	return c.fr.Next(ctx)
+}
+
 // turn is Next's answer.
 type turn struct {
 	it  frontier.Item
@@ -276,9 +289,11 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 	if errors.As(err, &busy) && busy.Full {
 		// Full. Other work first: a worker never sits on a full site
 		// while another site is ready.
-		other, oerr := c.fr.Next(ctx)
+		other, oerr := c.next(ctx)
 		if oerr == nil {
-			c.settle(ctx, it, c.fr.Defer(ctx, it, recheckFull()))
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
+			defer cancel()
+			c.settle(ctx, it, c.fr.Defer(dctx, it, recheckFull()))
 			return &turn{other, nil}
 		}
 		if errors.As(oerr, new(*frontier.EmptyError)) {
@@ -327,13 +342,11 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 		c.giveBack(it) // stopped before or during its fetch: leave it to the others
 		return nil
 	}
-	if stopping {
-		// The site answered as the stop came (see StopGrace): settle the
-		// URL all the same, or another worker fetches it again.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-	}
+	// The site has answered: settle the URL even if the stop comes now (see
+	// StopGrace), or another worker fetches it again; and a stop must not
+	// cut DoneNext once its script may have run (see next).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
+	defer cancel()
 	c.record(it, pg.status, pg.bytes, err)
 	c.countTooLong(it, pg.tooLong)
 	switch {

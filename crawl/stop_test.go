@@ -1,0 +1,90 @@
+package crawl
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/polite-crawler/polite/frontier"
+	"github.com/polite-crawler/polite/limiter"
+	"github.com/polite-crawler/polite/robots"
+	"github.com/polite-crawler/polite/testserver"
+)
+
+// stopAtNext is a go-redis hook that stops the crawl while the answer of
+// Next's script is on its way back: the script has run in Redis (an item is
+// taken), and the call then fails with the caller's context error if that
+// context was the one stopped.
+type stopAtNext struct {
+	armed atomic.Bool
+	stop  context.CancelFunc
+}
+
+func (h *stopAtNext) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *stopAtNext) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *stopAtNext) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		args := cmd.Args()
+		isNext := len(args) > 3 && strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && strings.HasSuffix(args[3].(string), ":ready")
+		if err == nil && isNext && h.armed.CompareAndSwap(true, false) {
+			h.stop()
+			if ctx.Err() != nil {
+				cmd.SetErr(ctx.Err())
+				return ctx.Err()
+			}
+		}
+		return err
+	}
+}
+
+// A stop that comes while Next's answer is on its way does not strand the
+// item it took: the worker gives it back at once, rather than leaving it
+// in flight until the visibility timeout (a minute here).
+func TestStopDuringNextGivesTheItemBack(t *testing.T) {
+	ts := serve(t, testserver.Profile{Name: t.Name(), Seed: 1, Sites: []testserver.SiteSpec{{Pages: 5, Links: 2}}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, stop := context.WithCancel(ctx)
+	defer stop()
+	hook := &stopAtNext{stop: stop}
+	rdb := srv.Client()
+	defer rdb.Close()
+	rdb.AddHook(hook)
+	const prefix = "t:stopnext"
+	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: time.Second})
+	defer lim.Close()
+	rob := NewRobotsCache(rdb, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
+	fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: "stopnext", Visibility: time.Minute})
+	c := New(fr, lim, rob, Options{Workers: 1, UserAgent: "politebot/1.0", Timeout: 20 * time.Second})
+	if _, err := c.Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	hook.armed.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(run) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the crawler did not stop")
+	}
+	if hook.armed.Load() {
+		t.Fatal("the crawler never called Next")
+	}
+	st, err := fr.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.InFlight != 0 || st.Queued != 1 {
+		t.Fatalf("after the stop: %d in flight, %d queued; want the seed given back (0, 1)", st.InFlight, st.Queued)
+	}
+}
