@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -113,5 +114,70 @@ func TestLockedStallPastLockTTLNeverLowersCounter(t *testing.T) {
 		p.Release(ctx)
 	case <-time.After(5 * time.Second):
 		t.Fatal("A got no permit after B3 released")
+	}
+}
+
+// failWrite makes the first write round trip of a ModeLocked entry (step 2)
+// report an error on its last write, after Redis ran it, as a reply
+// that failed on the way back would.
+type failWrite struct {
+	mu   sync.Mutex
+	done bool
+}
+
+var errInjected = errors.New("injected write failure")
+
+func (f *failWrite) once() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	first := !f.done
+	f.done = true
+	return first
+}
+
+func (f *failWrite) DialHook(n redis.DialHook) redis.DialHook { return n }
+
+func (f *failWrite) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error {
+		err := n(ctx, c)
+		if name := strings.ToLower(c.Name()); (name == "eval" || name == "evalsha") && err == nil && f.once() {
+			c.SetErr(errInjected)
+			return errInjected
+		}
+		return err
+	}
+}
+
+func (f *failWrite) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := n(ctx, cmds)
+		for i := len(cmds) - 1; i >= 0; i-- {
+			if strings.EqualFold(cmds[i].Name(), "zadd") {
+				if f.once() {
+					cmds[i].SetErr(errInjected)
+				}
+				break
+			}
+		}
+		return err
+	}
+}
+
+// A write of step 2 that fails makes Acquire fail and leave nothing, never
+// grant a permit with no entry behind it.
+func TestLockedWriteFailureGrantsNothing(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := newClient(t)
+	rdb.AddHook(&failWrite{})
+	l := newLimiter(t, rdb, Options{})
+	p, err := l.Acquire(ctx, "site", 1)
+	if err == nil {
+		t.Fatalf("Acquire granted %s; want the injected error", p.ID())
+	}
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("Acquire: %v, want the injected error", err)
+	}
+	if h, o := members(t, newClient(t), l, "site"); len(h)+len(o) > 0 {
+		t.Fatalf("entries left behind: holders %v owners %v", h, o)
 	}
 }
