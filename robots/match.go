@@ -23,8 +23,9 @@ import (
 // occurrence is remembered, and reused whenever it lies at or after where the
 // rule needs it); and once a check has searched a few path lengths, an index
 // of the path's 4-byte windows, built once per call, finds a piece by its
-// rarest window, or that it is absent, without scanning the path (see
-// window.go). Rules are tried longest first, Allow first on a tie, and the
+// rarest window, or that it is absent, without scanning the path, and
+// exact lists of its bytes and pairs of bytes find a shorter piece by
+// binary search (see window.go). Rules are tried longest first, Allow first on a tie, and the
 // first match decides (RFC 9309 2.2.2).
 //
 // Measured on a 500 KiB file of 4,400 distinct "/*" + 100 'a' + n lines
@@ -49,7 +50,7 @@ type crule struct {
 }
 
 // piece is a distinct literal between '*'s, with some of its 4-byte windows
-// for the path's window index (none when shorter than 4).
+// for the path's window index (none when shorter than 4: see searchShort).
 type piece struct {
 	s     string
 	grams []gram
