@@ -3,8 +3,10 @@ package limiter
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,5 +181,74 @@ func TestLockedWriteFailureGrantsNothing(t *testing.T) {
 	}
 	if h, o := members(t, newClient(t), l, "site"); len(h)+len(o) > 0 {
 		t.Fatalf("entries left behind: holders %v owners %v", h, o)
+	}
+}
+
+// countLocks counts ModeLocked's lock attempts (step 1 pipelines).
+type countLocks struct{ n atomic.Int64 }
+
+func (c *countLocks) DialHook(n redis.DialHook) redis.DialHook          { return n }
+func (c *countLocks) ProcessHook(n redis.ProcessHook) redis.ProcessHook { return n }
+func (c *countLocks) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if _, ok := cmds[0].(*redis.BoolCmd); ok && strings.EqualFold(cmds[0].Name(), "set") {
+			c.n.Add(1)
+		}
+		return n(ctx, cmds)
+	}
+}
+
+// A leader that keeps losing a busy site lock, one that changes hands, keeps
+// the fast pace newcomers poll at (0.2–1 ms): only the same lock held past
+// stuckLock slows it down (TestStuckLockBoundedWork). Slowing down after
+// 20 ms of losing would let every newcomer overtake it.
+func TestLockedBusyLockKeepsPace(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := newClient(t)
+	count := &countLocks{}
+	rdb.AddHook(count)
+	l := newLimiter(t, rdb, Options{})
+	k := keysFor(l.opts.prefix(), "busy")
+	other := newClient(t)
+
+	// Other processes take the lock in turn: a new token every 2 ms.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			other.Set(ctx, k.lock, "other-"+strconv.Itoa(i), 50*time.Millisecond)
+			select {
+			case <-stop:
+				other.Del(ctx, k.lock)
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	waitFor(t, "the busy lock", func() bool { return other.Exists(ctx, k.lock).Val() == 1 })
+	got := make(chan error, 1)
+	go func() {
+		p, err := l.Acquire(ctx, "busy", 1)
+		if err == nil {
+			err = p.Release(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // past stuckLock
+	before := count.n.Load()
+	const window = 200 * time.Millisecond
+	time.Sleep(window)
+	tries := count.n.Load() - before
+	close(stop)
+	wg.Wait()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	// At the stuck pace (5–10 ms) there are at most window/5ms+1 = 41.
+	t.Logf("%d lock attempts in %s against a busy lock", tries, window)
+	if tries <= 60 {
+		t.Errorf("%d lock attempts in %s, want more than 60 (the 0.2–1 ms pace)", tries, window)
 	}
 }
