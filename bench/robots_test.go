@@ -15,7 +15,7 @@ func TestRobotsSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 3 || rows[0].Lines < 4000 || rows[2].Lines < 4000 || rows[0].FileKiB < 490 || rows[2].PathKiB != 1 || rows[2].PerCheck <= 0 {
+	if len(rows) != 5 || rows[0].Lines < 4000 || rows[2].Lines < 4000 || rows[3].Lines < 30000 || rows[4].Lines < 25000 || rows[0].FileKiB < 490 || rows[2].PathKiB != 1 || rows[2].PerCheck <= 0 {
 		t.Fatalf("rows %+v", rows)
 	}
 	rows[0].PerCheck, rows[1].PerCheck = 20*time.Microsecond, 6*time.Millisecond

@@ -86,13 +86,13 @@ func shortPieceFile(before string) []byte {
 	}
 }
 
-// pairsPath is a path of n bytes of two letters and a '-', "ab-ac-…", that
-// holds every pair of letters and no three letters in a row: no piece of
-// shortPieceFile("") is in it.
+// pairsPath is a path of n bytes or a little more, of two letters and a
+// '-', "ab-ac-…", that holds every pair of letters and no three letters in
+// a row: no piece of shortPieceFile("") is in it.
 func pairsPath(n int) string {
 	var b strings.Builder
 	b.WriteString("/")
-	for i := 0; b.Len() < n-3; i++ {
+	for i := 0; b.Len() < n; i++ {
 		b.WriteByte(letters[i%len(letters)])
 		b.WriteByte(letters[(i/len(letters)+i)%len(letters)])
 		b.WriteByte('-')
