@@ -43,6 +43,12 @@ type CacheOptions struct {
 	// LocalSize bounds the in-process layer (default 10000 robots.txt
 	// policies).
 	LocalSize int
+	// LocalBytes bounds the in-process layer's memory: the policies'
+	// approximate size in bytes, rules and their compiled form (default 256
+	// MiB; a 500 KiB robots.txt of short rules compiles to about 5 MiB). A
+	// policy larger than LocalBytes is not kept in-process: it is read from
+	// Redis each time.
+	LocalBytes int
 	// Parse tunes parsing (the maximum crawl delay).
 	Parse Options
 	// Fetched, if set, is called with each policy this process has just
@@ -107,6 +113,13 @@ func (o *CacheOptions) localSize() int {
 		return 10000
 	}
 	return o.LocalSize
+}
+
+func (o *CacheOptions) localBytes() int {
+	if o == nil || o.LocalBytes <= 0 {
+		return 256 << 20
+	}
+	return o.LocalBytes
 }
 
 func (o *CacheOptions) parse() Options {
@@ -183,7 +196,7 @@ func NewCache(rdb redis.UniversalClient, client *http.Client, opts *CacheOptions
 		o := *opts
 		opts = &o
 	}
-	c := &Cache{rdb: rdb, client: client, o: opts, local: newLRU(opts.localSize())}
+	c := &Cache{rdb: rdb, client: client, o: opts, local: newLRU(opts.localSize(), opts.localBytes())}
 	if err := keyname.Check("prefix", opts.prefix()); err != nil {
 		c.badPrefix = fmt.Errorf("robots: %w", err)
 	}
