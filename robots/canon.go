@@ -28,6 +28,35 @@ func CanonicalPath(s string) string {
 	return clean
 }
 
+// resolvePattern removes the dot segments of a normalised pattern that has
+// no '*', as CanonicalPath removes them from the paths it is matched
+// against, so "Disallow: /a/./b" or "/a/x/../b" covers "/a/b" (a pattern
+// with a dot segment could otherwise match nothing). A segment counts only
+// once it is complete, ended by '/', '?' or a final '$': as a prefix,
+// "/a/.." also matches "/a/..b", so its last segment stays. A pattern with
+// a '*' is left alone: "/a/*/../b" is not a path, and resolving it would
+// change what it matches.
+func resolvePattern(pat string) string {
+	if !strings.HasPrefix(pat, "/") || strings.Contains(pat, "*") {
+		return pat
+	}
+	rest, anchored := strings.CutSuffix(pat, "$")
+	path, query, hasQuery := strings.Cut(rest, "?")
+	tail := ""
+	if !anchored && !hasQuery { // the last segment may go on in the paths it matches
+		i := strings.LastIndexByte(path, '/')
+		path, tail = path[:i+1], path[i+1:]
+	}
+	out := removeDotSegments(path) + tail
+	if hasQuery {
+		out += "?" + query
+	}
+	if anchored {
+		out += "$"
+	}
+	return out
+}
+
 // removeDotSegments is RFC 3986 5.2.4 on a decoded-unreserved path: "." and
 // ".." segments are resolved, nothing else changes (unlike path.Clean, "//"
 // and a trailing "/" stay). It runs in O(len(p)).

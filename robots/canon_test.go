@@ -113,3 +113,29 @@ func TestCanonicalPathManyDotSegmentsIsLinear(t *testing.T) {
 		t.Errorf("CanonicalPath of a 512 KiB path of dot segments made %v allocations; want a handful", n)
 	}
 }
+
+// A pattern without '*' has its complete dot segments resolved as paths
+// do, so it still covers the path it names; one with '*', or a last
+// segment still open, keeps them.
+func TestDotSegmentsInPatterns(t *testing.T) {
+	for _, c := range []struct {
+		pattern, path string
+		disallowed    bool
+	}{
+		{"/a/./b", "/a/b/c", true},
+		{"/a/x/../b", "/a/b", true},
+		{"/a/%2E/b", "/a/b", true},
+		{"/a/./b$", "/a/b", true},
+		{"/a/./b$", "/a/b/c", false},
+		{"/a/..$", "/", true},
+		{"/a/./b?q=/../x", "/a/b?q=/../x", true}, // the query keeps its dots
+		{"/a/..", "/a/..b", true},                // an open last segment stays
+		{"/a/..", "/x", false},
+		{"/a/*/../b", "/a/b", false}, // a '*' pattern keeps its dot segments
+	} {
+		p := Parse(200, []byte("User-agent: *\nDisallow: "+c.pattern+"\n"), "politebot")
+		if got := !p.Allowed(c.path); got != c.disallowed {
+			t.Errorf("Disallow: %s (rules %+v): %s disallowed = %v, want %v", c.pattern, p.Rules, c.path, got, c.disallowed)
+		}
+	}
+}

@@ -196,8 +196,9 @@ func isTokenChar(r rune) bool {
 	return r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
 }
 
-// pathPattern checks and normalises an Allow/Disallow value. An empty value
-// is no rule ("Disallow:" allows all); a value that is not a path is skipped.
+// pathPattern checks and normalises an Allow/Disallow value, dot segments
+// resolved as resolvePattern says. An empty value is no rule ("Disallow:"
+// allows all); a value that is not a path is skipped.
 func pathPattern(v string) (string, bool) {
 	if v == "" || (v[0] != '/' && v[0] != '*') {
 		return "", false
@@ -205,7 +206,7 @@ func pathPattern(v string) (string, bool) {
 	if i := strings.IndexAny(v, " \t"); i >= 0 {
 		v = v[:i]
 	}
-	return normalize(v), true
+	return resolvePattern(normalize(v)), true
 }
 
 // parseDelay reads Crawl-delay seconds ("10", "0.5"); negative, non-finite

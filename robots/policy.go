@@ -86,10 +86,12 @@ func (p Policy) Unreachable() bool {
 // as in "/a/b?q=1"). /robots.txt is always allowed. The path is first put in
 // canonical form (see CanonicalPath: "/%2E/private/x" is checked as
 // "/private/x"). Among the rules that match, the one with the longest
-// pattern wins; on a tie, Allow wins. Patterns have their escapes normalised
-// but their dot segments left alone: a pattern is a prefix with wildcards,
-// not a path, and resolving "/a/*/../b" would change what it means, while
-// the canonical paths it is matched against never contain a dot segment.
+// pattern wins; on a tie, Allow wins. Patterns have their escapes
+// normalised, and a pattern without '*' its complete dot segments resolved
+// ("/a/./b" and "/a/x/../b" are "/a/b"), since the canonical paths it is
+// matched against never contain one. A pattern with a '*' keeps them: it is
+// not a path, and resolving "/a/*/../b" would change what it means, so such
+// a pattern's dot segments match nothing.
 //
 // One call costs O(len(path)) plus, per distinct rule, one prefix compare
 // and a linear search for each of its wildcard pieces that the path may
