@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -250,5 +251,100 @@ func TestLockedBusyLockKeepsPace(t *testing.T) {
 	t.Logf("%d lock attempts in %s against a busy lock", tries, window)
 	if tries <= 60 {
 		t.Errorf("%d lock attempts in %s, want more than 60 (the 0.2–1 ms pace)", tries, window)
+	}
+}
+
+// blockFirstRelease holds up the first release script call (it names the
+// site's wake channel) until release is closed.
+type blockFirstRelease struct {
+	wake    string
+	once    sync.Once
+	blocked chan struct{}
+	release chan struct{}
+}
+
+func (b *blockFirstRelease) DialHook(n redis.DialHook) redis.DialHook { return n }
+func (b *blockFirstRelease) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return n
+}
+func (b *blockFirstRelease) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error {
+		if slices.Contains(c.Args(), any(b.wake)) {
+			b.once.Do(func() {
+				close(b.blocked)
+				<-b.release
+			})
+		}
+		return n(ctx, c)
+	}
+}
+
+// A caller that left while its batch was being entered has its entry taken
+// out by the leader; the next caller must not wait for that: the lead is
+// handed on first.
+func TestLockedLeaverUndoDoesNotHoldUpNextBatch(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := newClient(t)
+	l := newLimiter(t, rdb, Options{})
+	k := keysFor(l.opts.prefix(), "u")
+	stall := &stallAfterLock{stalled: make(chan struct{}), release: make(chan struct{})}
+	undo := &blockFirstRelease{wake: k.wake, blocked: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(stall)
+	rdb.AddHook(undo)
+	other := newClient(t)
+	if err := other.Set(ctx, k.lock, "other", 5*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	acquire := func(ctx context.Context, got chan<- *Permit) {
+		p, err := l.Acquire(ctx, "u", 2)
+		if err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+		got <- p
+	}
+	queued := func() int {
+		l.gates.mu.Lock()
+		defer l.gates.mu.Unlock()
+		if s := l.gates.m[k.site]; s != nil {
+			return len(s.queue)
+		}
+		return -1
+	}
+	// A leads, B joins A's batch while the lock is taken elsewhere.
+	gotA, gotB, gotC := make(chan *Permit, 1), make(chan *Permit, 1), make(chan *Permit, 1)
+	go acquire(ctx, gotA)
+	waitFor(t, "A to lead", func() bool { return queued() == 0 })
+	ctxB, cancelB := context.WithCancel(ctx)
+	go acquire(ctxB, gotB)
+	time.Sleep(20 * time.Millisecond)
+	waitFor(t, "B in A's batch", func() bool { return queued() == 0 })
+	// A wins the lock and stalls before writing; B leaves meanwhile.
+	other.Del(ctx, k.lock)
+	<-stall.stalled
+	cancelB()
+	<-gotB
+	close(stall.release)
+	// A's batch is written; B's entry is to be undone, and that is slow.
+	<-undo.blocked
+	go acquire(ctx, gotC)
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if _, o := members(t, other, l, "u"); len(o) == 3 {
+			break // A, B (being undone) and C
+		}
+		if time.Now().After(deadline) {
+			close(undo.release)
+			t.Fatal("C took no place while the leader undid B's entry")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(undo.release)
+	for _, ch := range []chan *Permit{gotA, gotC} {
+		select {
+		case p := <-ch:
+			p.Release(ctx)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no permit")
+		}
 	}
 }
