@@ -24,7 +24,12 @@ const stuckLock = 20 * time.Millisecond
 // places go in the order the processes win the site lock: each process's
 // one contender retries at a steady jittered interval (not a growing one,
 // which would let a newcomer overtake a contender that has waited longer),
-// slower only once the lock looks stuck (stuckLock).
+// slower only once the same lock (the same token) has been held past
+// stuckLock, so a process stalled or dead holds it. Losing a busy lock that
+// changes hands never slows a contender down. That is the best the lock
+// offers: which contender wins when it comes free is up to Redis, not who
+// waited longest, so across processes ModeLocked is not first come, first
+// served.
 // So a burst of n callers in a process costs Redis about n/maxBatch lock
 // rounds, not n callers spinning on the lock.
 type gates struct {

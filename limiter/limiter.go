@@ -13,8 +13,10 @@
 //     the site lock in ModeLocked, inside one script in ModeAtomic), so new
 //     entries always rank behind existing ones and a rank can only fall.
 //   - A blocked Acquire keeps its entry in the set as a place in line instead
-//     of removing it, so waiters are served first come, first served across
-//     all processes, and a release can name the waiter it lets in.
+//     of removing it, so waiters are served in the order they took their
+//     places, whichever process they are in, and a release can name the
+//     waiter it lets in. (When a place is taken depends on the Mode: see
+//     AcquireRule.)
 //
 // All times come from Redis TIME; a worker's own clock only times its waits.
 // See DESIGN.md for the keys.
@@ -99,8 +101,10 @@ func (l *Limiter) TryAcquire(ctx context.Context, site string, limit int) (*Perm
 }
 
 // AcquireRule blocks until a permit for site under rule is free or ctx is
-// done. Waiters are served in the order they first asked, across all
-// processes. A waiter is woken by the release that lets it in, or, when a
+// done. Waiters are served in the order they took their places in line (see
+// wait): in ModeAtomic, the order they first asked, across all processes; in
+// ModeLocked, the order they first asked within a process, and across
+// processes the order the processes won the site lock. A waiter is woken by the release that lets it in, or, when a
 // holder dies, when that holder's lease runs out. On failure it returns
 // ctx.Err(), ErrClosed or a Redis error, and removes its place in line
 // (best effort; a place that cannot be removed expires after one lease).

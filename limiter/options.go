@@ -21,8 +21,11 @@ const (
 )
 
 // Mode selects how a new entry takes its place in a site's semaphore. Both
-// modes use the same keys and give the same guarantees, and workers in
-// different modes can share a site.
+// modes use the same keys and keep the same limit, crawl delay and leases,
+// and workers in different modes can share a site. They order waiters from
+// different processes differently: ModeAtomic in the order they asked,
+// ModeLocked in the order their processes won the site lock (see
+// AcquireRule).
 type Mode int
 
 const (

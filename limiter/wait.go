@@ -16,13 +16,16 @@ var errPlaceLost = errors.New("limiter: place in line lost")
 // wait holds id's place in line until it reaches the front (a permit), ctx
 // ends, or the Limiter closes.
 //
-// Fairness rule: a place is a counter value taken when the waiter first asked,
-// and permits go to the lowest counters, so waiters are served in the order
-// they took their places, whichever process they are in. (ModeLocked gives
-// a process's callers their places in the order they called; across
-// processes, in the order the processes won the site lock: see gates.) A waiter keeps its place by
-// heartbeating every Lease/3; one that stops (its process died) drops out
-// after one lease and the line moves up.
+// Fairness rule: a place is a counter value, taken once when the waiter first
+// enters the line and never lowered, and permits go to the lowest counters,
+// so waiters are served in the order they took their places, whichever
+// process they are in. ModeAtomic takes the place in the call's one round
+// trip, so that is the order they asked. ModeLocked gives a process's
+// callers their places in the order they called, but across processes in
+// the order the processes won the site lock (see gates), which need not be
+// the order their callers asked. A waiter keeps its place by heartbeating
+// every Lease/3; one that stops (its process died) drops out after one lease
+// and the line moves up.
 //
 // Wake-ups: the release that moves a waiter into the first `limit` places
 // publishes its id, and the waiter takes the permit without another round
