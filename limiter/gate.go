@@ -103,6 +103,23 @@ func (l *Limiter) enterLocked(ctx context.Context, k keys, id string, rule Rule,
 	}
 }
 
+// lockWatch tells a site lock that changes hands from one that stays taken.
+type lockWatch struct {
+	holder string    // the token of the lock that beat us last
+	since  time.Time // when we first saw that token
+}
+
+// stuck reports whether the lock that beat us at now, held under token h,
+// is the same lock we have seen taken for longer than stuckLock. A new
+// token (a busy lock changing hands) starts the count again; an unknown
+// one ("") never counts as stuck.
+func (w *lockWatch) stuck(h string, now time.Time) bool {
+	if h != w.holder || h == "" {
+		w.holder, w.since = h, now
+	}
+	return h != "" && now.Sub(w.since) > stuckLock
+}
+
 // lead enters batches for k's queue, starting with the one that holds own,
 // until own has its outcome (done) or ctx ends while the site lock is taken
 // by another process (not done: own has left the queue and another caller
@@ -110,8 +127,7 @@ func (l *Limiter) enterLocked(ctx context.Context, k keys, id string, rule Rule,
 func (l *Limiter) lead(ctx context.Context, k keys, own *ticket) (r ticketResult, done bool) {
 	g := &l.gates
 	var batch []*ticket
-	var holder string   // the token of the lock that beat us last
-	var since time.Time // when we first saw that token
+	var watch lockWatch
 	for {
 		g.mu.Lock()
 		s := g.m[k.site]
@@ -133,11 +149,8 @@ func (l *Limiter) lead(ctx context.Context, k keys, own *ticket) (r ticketResult
 		// hands keeps us at the fast pace, the pace newcomers poll at, so
 		// a process that has waited longer is not overtaken for having
 		// waited.
-		if h != holder || h == "" {
-			holder, since = h, time.Now()
-		}
 		pause := jitter(200*time.Microsecond, time.Millisecond)
-		if time.Since(since) > stuckLock {
+		if watch.stuck(h, time.Now()) {
 			pause = jitter(5*time.Millisecond, 10*time.Millisecond)
 		}
 		wait := time.NewTimer(pause)
