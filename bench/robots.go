@@ -2,10 +2,10 @@ package bench
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/polite-crawler/polite/internal/hostile"
 	"github.com/polite-crawler/polite/robots"
 )
 
@@ -23,74 +23,6 @@ type RobotsRow struct {
 	PerCheck time.Duration // mean
 }
 
-// hostileRobots is a robots.txt of about robots.MaxBytes made to slow a
-// wildcard matcher down: lines "Disallow: /*" + 100 'a' + a tail, never
-// matched by a path of 'a's. With distinct, each tail is the line's number,
-// so no two rules are the same.
-func hostileRobots(distinct bool) (file []byte, lines int) {
-	var b strings.Builder
-	b.WriteString("User-agent: *\n")
-	a := strings.Repeat("a", 100)
-	for ; b.Len() < robots.MaxBytes-200; lines++ {
-		tail := "b"
-		if distinct {
-			tail = strconv.Itoa(lines)
-		}
-		b.WriteString("Disallow: /*" + a + tail + "\n")
-	}
-	return []byte(b.String()), lines
-}
-
-// letters are the bytes of the short-piece files' pieces.
-const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-
-// shortPieceRobots is a robots.txt of about robots.MaxBytes of
-// "Disallow: /*" + before + xyz for every three letters xyz, as many as
-// fit: pieces shorter than the 4-byte windows the matcher indexes by.
-func shortPieceRobots(before string) (file []byte, lines int) {
-	var b strings.Builder
-	b.WriteString("User-agent: *\n")
-	for ; ; lines++ {
-		line := "Disallow: /*" + before + letter3(lines) + "\n"
-		if b.Len()+len(line) > robots.MaxBytes {
-			return []byte(b.String()), lines
-		}
-		b.WriteString(line)
-	}
-}
-
-// letter3 is the i-th three letters, "aaa", "aab", ….
-func letter3(i int) string {
-	n := len(letters)
-	return string([]byte{letters[i/n/n%n], letters[i/n%n], letters[i%n]})
-}
-
-// pairsPath is a path of n bytes or a little more, "ab-ac-…": every pair
-// of letters, never three letters in a row, so no piece of
-// shortPieceRobots.
-func pairsPath(n int) string {
-	var b strings.Builder
-	b.WriteString("/")
-	for i := 0; b.Len() < n; i++ {
-		b.WriteByte(letters[i%len(letters)])
-		b.WriteByte(letters[(i/len(letters)+i)%len(letters)])
-		b.WriteByte('-')
-	}
-	return b.String()
-}
-
-// markerPath is half an n-byte path of shortPieceRobots' pieces run
-// together, then "Zj", then pairsPath: for "/*Zj*xyz" each xyz occurs, but
-// only before the marker.
-func markerPath(n int) string {
-	var b strings.Builder
-	b.WriteString("/")
-	for i := 0; b.Len() < n/2; i++ {
-		b.WriteString(letter3(i))
-	}
-	return strings.ReplaceAll(b.String(), "Zj", "Z-") + "Zj" + pairsPath(n - b.Len() - 2)[1:]
-}
-
 // Robots times Allowed against the two hostile files on a path of pathKiB
 // KiB of 'a's, and against the distinct file on a path of "aaaa<n>/" for
 // n = 0, 1, … (a thousand pieces almost occur in it); and against files of
@@ -99,15 +31,10 @@ func markerPath(n int) string {
 // (after one untimed call).
 func Robots(pathKiB, checks int) ([]RobotsRow, error) {
 	as := "/" + strings.Repeat("a", pathKiB<<10)
-	var crafted strings.Builder
-	crafted.WriteString("/")
-	for i := 0; crafted.Len() < pathKiB<<10; i++ {
-		crafted.WriteString("aaaa" + strconv.Itoa(i) + "/")
-	}
-	same, sameLines := hostileRobots(false)
-	distinct, distinctLines := hostileRobots(true)
-	short, shortLines := shortPieceRobots("")
-	marked, markedLines := shortPieceRobots("Zj*")
+	same, sameLines := hostile.WildcardFile(robots.MaxBytes, false)
+	distinct, distinctLines := hostile.WildcardFile(robots.MaxBytes, true)
+	short, shortLines := hostile.ShortPieceFile(robots.MaxBytes, "")
+	marked, markedLines := hostile.ShortPieceFile(robots.MaxBytes, "Zj*")
 	var rows []RobotsRow
 	for _, c := range []struct {
 		name, path string
@@ -116,9 +43,9 @@ func Robots(pathKiB, checks int) ([]RobotsRow, error) {
 	}{
 		{fmt.Sprintf("%d × `Disallow: /*a…ab`, path of 'a's", sameLines), as, same, sameLines},
 		{fmt.Sprintf("%d distinct `Disallow: /*a…a<n>`, path of 'a's", distinctLines), as, distinct, distinctLines},
-		{fmt.Sprintf("%d distinct `Disallow: /*a…a<n>`, path of `aaaa<n>/`", distinctLines), crafted.String(), distinct, distinctLines},
-		{fmt.Sprintf("%d distinct `Disallow: /*xyz`, path of `ab-ac-…`", shortLines), pairsPath(pathKiB << 10), short, shortLines},
-		{fmt.Sprintf("%d distinct `Disallow: /*Zj*xyz`, path of xyz… then `Zj` then `ab-ac-…`", markedLines), markerPath(pathKiB << 10), marked, markedLines},
+		{fmt.Sprintf("%d distinct `Disallow: /*a…a<n>`, path of `aaaa<n>/`", distinctLines), hostile.CraftedPath(pathKiB << 10), distinct, distinctLines},
+		{fmt.Sprintf("%d distinct `Disallow: /*xyz`, path of `ab-ac-…`", shortLines), hostile.PairsPath(pathKiB << 10), short, shortLines},
+		{fmt.Sprintf("%d distinct `Disallow: /*Zj*xyz`, path of xyz… then `Zj` then `ab-ac-…`", markedLines), hostile.MarkerPath(pathKiB << 10), marked, markedLines},
 	} {
 		p := robots.Parse(200, c.file, "politebot")
 		if !p.Allowed(c.path) {

@@ -2,28 +2,12 @@ package robots
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-)
 
-// HostileFile is a robots.txt of about MaxBytes built to make wildcard
-// matching slow: lines "Disallow: /*" + 100 'a' + a tail. With distinct,
-// every tail differs (its line number), so deduplication cannot fold them.
-func hostileFile(distinct bool) []byte {
-	var b strings.Builder
-	b.WriteString("User-agent: *\n")
-	a := strings.Repeat("a", 100)
-	for i := 0; b.Len() < MaxBytes-200; i++ {
-		tail := "b"
-		if distinct {
-			tail = strconv.Itoa(i)
-		}
-		b.WriteString("Disallow: /*" + a + tail + "\n")
-	}
-	return []byte(b.String())
-}
+	"github.com/polite-crawler/polite/internal/hostile"
+)
 
 // BenchmarkAllowedHostile times one Allowed call against a hostile
 // robots.txt for paths of 'a's of 2, 8 and 64 KiB.
@@ -54,64 +38,12 @@ func BenchmarkAllowedHostile(b *testing.B) {
 // per check here); the window index finds each by its rarest window.
 func BenchmarkAllowedCrafted(b *testing.B) {
 	p := Parse(200, hostileFile(true), "politebot")
-	var path strings.Builder
-	path.WriteString("/")
-	for i := 0; path.Len() < 8<<10; i++ {
-		path.WriteString("aaaa" + strconv.Itoa(i) + "/")
-	}
+	path := hostile.CraftedPath(8 << 10)
 	for b.Loop() {
-		if !p.Allowed(path.String()) {
+		if !p.Allowed(path) {
 			b.Fatal("disallowed")
 		}
 	}
-}
-
-// letters are the bytes of the short-piece files' pieces.
-const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-
-// shortPieceFile is a robots.txt of about MaxBytes of "Disallow: /*" +
-// before + xyz for every three letters xyz, in order, as many as fit: with
-// before "" about 32,000 distinct 3-byte pieces, each shorter than a window
-// of the window index.
-func shortPieceFile(before string) []byte {
-	var b strings.Builder
-	b.WriteString("User-agent: *\n")
-	for i := 0; ; i++ {
-		line := "Disallow: /*" + before + letters[i/len(letters)/len(letters)%len(letters):][:1] +
-			letters[i/len(letters)%len(letters):][:1] + letters[i%len(letters):][:1] + "\n"
-		if b.Len()+len(line) > MaxBytes {
-			return []byte(b.String())
-		}
-		b.WriteString(line)
-	}
-}
-
-// pairsPath is a path of n bytes or a little more, of two letters and a
-// '-', "ab-ac-…", that holds every pair of letters and no three letters in
-// a row: no piece of shortPieceFile("") is in it.
-func pairsPath(n int) string {
-	var b strings.Builder
-	b.WriteString("/")
-	for i := 0; b.Len() < n; i++ {
-		b.WriteByte(letters[i%len(letters)])
-		b.WriteByte(letters[(i/len(letters)+i)%len(letters)])
-		b.WriteByte('-')
-	}
-	return b.String()
-}
-
-// markerPath is half an n-byte path of the pieces of shortPieceFile, run
-// together ("aaaaabaac…"), then the marker "Zj", then pairsPath: many
-// 3-byte pieces occur, but only before the marker, so a rule "/*Zj*xyz"
-// looks for xyz after its first occurrence.
-func markerPath(n int) string {
-	var b strings.Builder
-	b.WriteString("/")
-	for i := 0; b.Len() < n/2; i++ {
-		b.WriteString(letters[i/len(letters)/len(letters)%len(letters):][:1] +
-			letters[i/len(letters)%len(letters):][:1] + letters[i%len(letters):][:1])
-	}
-	return strings.ReplaceAll(b.String(), "Zj", "Z-") + "Zj" + pairsPath(n - b.Len() - 2)[1:]
 }
 
 // BenchmarkAllowedShortPieces is about 32,000 distinct 3-byte pieces
@@ -121,8 +53,8 @@ func markerPath(n int) string {
 // each was a strings.Index of the path: 26 and 29 ms per check.
 func BenchmarkAllowedShortPieces(b *testing.B) {
 	for _, c := range []struct{ name, before, path string }{
-		{"xyz", "", pairsPath(8 << 10)},
-		{"Zj-xyz", "Zj*", markerPath(8 << 10)},
+		{"xyz", "", hostile.PairsPath(8 << 10)},
+		{"Zj-xyz", "Zj*", hostile.MarkerPath(8 << 10)},
 	} {
 		p := Parse(200, shortPieceFile(c.before), "politebot")
 		b.Run(c.name, func(b *testing.B) {
@@ -141,8 +73,8 @@ func BenchmarkAllowedShortPieces(b *testing.B) {
 // scans a few path lengths (before the index is built), not one per piece.
 func TestShortPiecesAreIndexed(t *testing.T) {
 	for _, c := range []struct{ name, before, path string }{
-		{"xyz", "", pairsPath(8 << 10)},
-		{"Zj-xyz", "Zj*", markerPath(8 << 10)},
+		{"xyz", "", hostile.PairsPath(8 << 10)},
+		{"Zj-xyz", "Zj*", hostile.MarkerPath(8 << 10)},
 	} {
 		p := Parse(200, shortPieceFile(c.before), "politebot")
 		if !p.Allowed(c.path) {
@@ -189,4 +121,16 @@ func BenchmarkAllowedTypical(b *testing.B) {
 	for b.Loop() {
 		p.Allowed("/blog/2024/05/some-article-title-here?utm_source=feed&page=2")
 	}
+}
+
+// hostileFile is hostile.WildcardFile at MaxBytes.
+func hostileFile(distinct bool) []byte {
+	f, _ := hostile.WildcardFile(MaxBytes, distinct)
+	return f
+}
+
+// shortPieceFile is hostile.ShortPieceFile at MaxBytes.
+func shortPieceFile(before string) []byte {
+	f, _ := hostile.ShortPieceFile(MaxBytes, before)
+	return f
 }
