@@ -72,6 +72,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, x := range r.Uncontended {
 		fmt.Fprintf(stdout, "  uncontended %-28s p50 %6s = %.2f× two PINGs\n", x.Alg, x.P50.Round(time.Microsecond), x.Ratio)
 	}
+	for _, x := range r.Burst {
+		fmt.Fprintf(stdout, "  burst       %-28s %d callers, %d process(es): %s = %.2f× atomic, %.1f commands/caller = %.2f× atomic\n", x.Alg, x.Callers, x.Procs, x.Took.Round(100*time.Microsecond), x.VsAtomicTook, x.Commands, x.VsAtomicCmds)
+	}
 	for _, x := range r.HotSite {
 		fmt.Fprintf(stdout, "  hot site    %-28s %5.1f%% of slot time, fairness %.3f, most at once %d (cap %d)\n", x.Alg, x.PctOfHolds, x.Jain, x.MaxAtOnce, r.HotSpec.Limit)
 	}
@@ -83,6 +86,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	for _, x := range r.Scale {
 		fmt.Fprintf(stdout, "  scale       %-28s %4.0f%% of ideal, %.1f Redis round trips/page, most at once %d (cap %d)\n", x.Name, 100*x.Util, x.RoundTrips, x.MaxAtOnce, x.Cap)
+	}
+	for _, x := range r.Robots {
+		fmt.Fprintf(stdout, "  robots      %s: %s per check (goal ≤ %s)\n", x.Name, x.PerCheck.Round(time.Microsecond), bench.RobotsGoal)
 	}
 	if !r.SafetyHeld() {
 		return errors.New("our limiter let a site see more than its cap: see the report")
