@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/polite-crawler/polite/internal/keyname"
 )
 
 // Config is everything `crawler run` can be told.
@@ -212,11 +214,11 @@ func (c *Config) Validate() error {
 			bad("redis-sentinel", "give either --redis-cluster or --redis-sentinel, not both")
 		}
 	}
-	if c.Prefix == "" || strings.ContainsAny(c.Prefix, "{} ") {
-		bad("prefix", "%q: want a non-empty name without braces or spaces", c.Prefix)
+	if err := keyname.Check("name", c.Prefix); err != nil {
+		bad("prefix", "%q: want a non-empty name without braces, whitespace or control characters (%v)", c.Prefix, err)
 	}
-	if c.Crawl == "" || strings.ContainsAny(c.Crawl, "{} ") {
-		bad("crawl", "%q: want a non-empty name without braces or spaces", c.Crawl)
+	if err := keyname.Check("name", c.Crawl); err != nil {
+		bad("crawl", "%q: want a non-empty name without braces, whitespace or control characters (%v)", c.Crawl, err)
 	}
 	if c.MaxPerSite < 1 || c.MaxPerSite > 1000 {
 		bad("max-per-site", "%d: want 1..1000", c.MaxPerSite)

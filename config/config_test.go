@@ -103,3 +103,27 @@ func TestRedisCA(t *testing.T) {
 		}
 	}
 }
+
+// Names that go into Redis keys follow the one rule of internal/keyname:
+// a crawl name with a newline (which broke `crawler status`) or a tab is
+// refused with its flag, as braces and spaces were.
+func TestNamesFollowTheKeyRule(t *testing.T) {
+	for _, c := range []struct{ prefix, crawl, flag string }{
+		{"polite", "a\nb", "--crawl:"},
+		{"polite", "a\tb", "--crawl:"},
+		{"polite", "a{}", "--crawl:"},
+		{"po\x00lite", "news", "--prefix:"},
+		{"{}", "news", "--prefix:"},
+	} {
+		cfg := Default()
+		cfg.Prefix, cfg.Crawl = c.prefix, c.crawl
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.flag) {
+			t.Errorf("prefix %q, crawl %q: %v, want a %s problem", c.prefix, c.crawl, err, c.flag)
+		}
+	}
+	cfg := Default()
+	cfg.Prefix, cfg.Crawl = "polite", "news-2026"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
