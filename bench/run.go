@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/polite-crawler/polite/internal/redisinfo"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/redis/go-redis/v9"
 )
@@ -211,11 +212,5 @@ func info(ctx context.Context, rdb *redis.Client, section string) (map[string]st
 	if err != nil {
 		return nil, fmt.Errorf("bench: INFO %s: %w", section, err)
 	}
-	f := map[string]string{}
-	for _, line := range strings.Split(text, "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			f[k] = v
-		}
-	}
-	return f, nil
+	return redisinfo.Fields(text), nil
 }

@@ -5,11 +5,12 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/polite-crawler/polite/internal/redisinfo"
 )
 
 var (
@@ -80,16 +81,14 @@ func (l *Limiter) GuardLeft(ctx context.Context) (time.Duration, error) {
 		if err != nil {
 			return fmt.Errorf("limiter: INFO server: %w", err)
 		}
-		for line := range strings.Lines(info) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
-				up, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return fmt.Errorf("limiter: uptime %q: %w", v, err)
-				}
-				mu.Lock()
-				left = max(left, need-time.Duration(up)*time.Second)
-				mu.Unlock()
+		if v, ok := redisinfo.Field(info, "uptime_in_seconds"); ok {
+			up, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("limiter: uptime %q: %w", v, err)
 			}
+			mu.Lock()
+			left = max(left, need-time.Duration(up)*time.Second)
+			mu.Unlock()
 		}
 		return nil
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/internal/clock"
+	"github.com/polite-crawler/polite/internal/redisinfo"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/metrics"
 	"github.com/polite-crawler/polite/robots"
@@ -129,17 +130,16 @@ func evictionPolicy(ctx context.Context, rdb redis.UniversalClient) (string, err
 		if err != nil {
 			return fmt.Errorf("INFO memory: %w", err)
 		}
-		for line := range strings.Lines(info) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "maxmemory_policy:"); ok {
-				mu.Lock()
-				if policy == "" || policy == "noeviction" {
-					policy = v
-				}
-				mu.Unlock()
-				return nil
-			}
+		v, ok := redisinfo.Field(info, "maxmemory_policy")
+		if !ok {
+			return errors.New("INFO memory has no maxmemory_policy")
 		}
-		return errors.New("INFO memory has no maxmemory_policy")
+		mu.Lock()
+		if policy == "" || policy == "noeviction" {
+			policy = v
+		}
+		mu.Unlock()
+		return nil
 	}
 	var err error
 	if cc, ok := rdb.(*redis.ClusterClient); ok {

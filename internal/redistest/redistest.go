@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/polite-crawler/polite/internal/redisinfo"
 )
 
 // ErrNotInstalled reports that no redis-server binary is on PATH.
@@ -207,15 +209,13 @@ func (s *Server) WaitUptime(d time.Duration) error {
 		if err != nil {
 			return fmt.Errorf("redistest: uptime: %w", err)
 		}
-		for line := range strings.Lines(info) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
-				n, err := strconv.Atoi(v)
-				if err != nil {
-					return fmt.Errorf("redistest: uptime %q: %w", v, err)
-				}
-				if time.Duration(n)*time.Second >= d {
-					return nil
-				}
+		if v, ok := redisinfo.Field(info, "uptime_in_seconds"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("redistest: uptime %q: %w", v, err)
+			}
+			if time.Duration(n)*time.Second >= d {
+				return nil
 			}
 		}
 		select {
