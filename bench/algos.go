@@ -4,8 +4,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/polite-crawler/polite/internal/riabook"
@@ -19,6 +22,10 @@ const (
 	AlgAtomic     = "polite atomic"
 	AlgBookLocked = "book, lock-guarded (6.3.5)"
 	AlgBookFair   = "book, unlocked fair (6.3.2)"
+	// AlgTokenList is the hot site's physical anchor: the fastest hand-off
+	// Redis can do, not a semaphore anyone should use (no leases, so a
+	// crashed holder's token is gone for good).
+	AlgTokenList = "token list (BLPOP/RPUSH)"
 )
 
 // Algorithms lists them in report order.
@@ -40,6 +47,8 @@ func newHolder(rdb *redis.Client, alg, prefix string, limit int) (holder, error)
 		return &politeHolder{l: limiter.New(rdb, &limiter.Options{Mode: mode, Prefix: prefix}), limit: limit}, nil
 	case AlgBookLocked, AlgBookFair:
 		return &bookHolder{rdb: rdb, prefix: prefix, limit: limit, locked: alg == AlgBookLocked}, nil
+	case AlgTokenList:
+		return &tokenHolder{rdb: rdb, prefix: prefix}, nil
 	}
 	return nil, fmt.Errorf("bench: unknown algorithm %q", alg)
 }
@@ -82,3 +91,73 @@ func (h *bookHolder) acquire(ctx context.Context, site string) (func(), error) {
 }
 
 func (h *bookHolder) close() {}
+
+// tokenKey is the Redis list that holds a site's tokens for AlgTokenList.
+func tokenKey(prefix, site string) string { return prefix + ":{" + site + "}:tokens" }
+
+// FillTokens makes a site's token list for AlgTokenList: it replaces
+// whatever the key held with exactly limit tokens, which expire after ttl
+// (longer than the run: BLPOP and RPUSH do not renew it).
+func FillTokens(ctx context.Context, rdb redis.Cmdable, prefix, site string, limit int, ttl time.Duration) error {
+	key := tokenKey(prefix, site)
+	tokens := make([]any, limit)
+	for i := range tokens {
+		tokens[i] = "t" + strconv.Itoa(i)
+	}
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, key)
+		p.RPush(ctx, key, tokens...)
+		p.PExpire(ctx, key, ttl)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("bench: token list %s: %w", key, err)
+	}
+	return nil
+}
+
+// tokenHolder takes a token with BLPOP (the server queues blocked callers
+// first come, first served) and gives it back with RPUSH.
+type tokenHolder struct {
+	rdb    *redis.Client
+	prefix string
+}
+
+// maxBlock bounds one BLPOP, below the client's read timeout (3 s), so a
+// waiter sees its context end within maxBlock even without a deadline.
+const maxBlock = time.Second
+
+// acquire blocks until it pops a token or ctx is done; on failure it
+// returns ctx.Err() (or Redis's error) and holds no token. Each BLPOP
+// blocks at most until ctx's deadline, so a waiter never outlives it.
+func (h *tokenHolder) acquire(ctx context.Context, site string) (func(), error) {
+	key := tokenKey(h.prefix, site)
+	for {
+		block := maxBlock
+		if dl, ok := ctx.Deadline(); ok {
+			block = min(block, time.Until(dl))
+		}
+		if block < time.Millisecond || ctx.Err() != nil {
+			return nil, cmp.Or(ctx.Err(), context.DeadlineExceeded)
+		}
+		kv, err := h.rdb.Do(ctx, "BLPOP", key, strconv.FormatFloat(block.Seconds(), 'f', 3, 64)).StringSlice()
+		if errors.Is(err, redis.Nil) {
+			continue // timed out: look at ctx again
+		}
+		if err == nil && len(kv) != 2 {
+			err = fmt.Errorf("reply %q", kv)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: BLPOP %s: %w", key, err)
+		}
+		token := kv[1]
+		give := func() { h.rdb.RPush(context.WithoutCancel(ctx), key, token) }
+		if ctx.Err() != nil { // popped as the run ended: not a grant
+			give()
+			return nil, ctx.Err()
+		}
+		return give, nil
+	}
+}
+
+func (h *tokenHolder) close() {}

@@ -26,7 +26,8 @@ import (
 // CrawlRow is one crawl of uniform sites, measured at the test server.
 type CrawlRow struct {
 	Name           string
-	Procs, Workers int // processes, and workers per process
+	Mode           string // semaphore mode of a polite crawl ("locked", "atomic"); "" for colly
+	Procs, Workers int    // processes, and workers per process
 	Sites, Cap     int
 	Pages          int64 // pages answered 200, duplicates included
 	Duplicates     int64 // pages fetched again
@@ -34,6 +35,7 @@ type CrawlRow struct {
 	Steady         float64 // pages/s between 10% and 90% of the pages
 	Ideal          float64 // min(all workers, Σ cap) ÷ page latency
 	Util           float64 // Steady ÷ Ideal
+	VsColly        float64 // Steady ÷ colly alone's (1 process) in the same run; 0 when unknown
 	Runs           int     // crawls made of this row; the median by Util is shown
 	UtilMin        float64 // the lowest and highest Util of those crawls
 	UtilMax        float64
@@ -194,24 +196,70 @@ func scanLog(r interface{ Read([]byte) (int, error) }) (trips int64, tail []stri
 	return trips, tail
 }
 
+// CrawlModes are the semaphore modes Utilisation crawls with, in row order.
+var CrawlModes = []string{"locked", "atomic"}
+
 // Utilisation crawls the sites with each of procsList processes sharing one
-// crawl, totalWorkers split between them, in the default semaphore mode
-// (locked), then with one process in atomic mode. Each row is the median of
-// runs crawls, with their range: on a shared machine one crawl's figure
-// moves by several points.
+// crawl, totalWorkers split between them, in each of CrawlModes (both modes
+// of one process count next to each other, so drift on the machine hits
+// them alike). Each row is the median of runs crawls, with their range: on
+// a shared machine one crawl's figure moves by several points.
 func Utilisation(ctx context.Context, s CrawlSpec, procsList []int, totalWorkers, runs int) ([]CrawlRow, error) {
 	var rows []CrawlRow
 	for _, procs := range procsList {
-		row, err := median(runs, func() (CrawlRow, error) {
-			return s.polite(ctx, fmt.Sprintf("polite, %d process(es)", procs), "locked", procs, (totalWorkers+procs-1)/procs)
-		})
-		if err != nil {
-			return nil, err
+		for _, mode := range CrawlModes {
+			row, err := median(runs, func() (CrawlRow, error) {
+				return s.polite(ctx, fmt.Sprintf("polite %s, %d process(es)", mode, procs), mode, procs, (totalWorkers+procs-1)/procs)
+			})
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, row)
 		}
-		rows = append(rows, row)
 	}
-	row, err := median(runs, func() (CrawlRow, error) { return s.polite(ctx, "polite atomic, 1 process", "atomic", 1, totalWorkers) })
-	return append(rows, row), err
+	return rows, nil
+}
+
+// RelateToColly sets every row's VsColly from the one-process colly-alone
+// row among them, the in-process optimum that keeps the cap (colly in
+// several processes fetches every page once per process: no reference).
+func RelateToColly(rows []CrawlRow) {
+	i := slices.IndexFunc(rows, func(r CrawlRow) bool { return strings.HasPrefix(r.Name, "colly") && r.Procs == 1 })
+	if i < 0 || rows[i].Steady == 0 {
+		return
+	}
+	for j := range rows {
+		rows[j].VsColly = rows[j].Steady / rows[i].Steady
+	}
+}
+
+// PerCore is what one Redis core could serve in a mode's crawls: its Redis
+// CPU per page over all those rows (weighted by pages), and 1 s ÷ that.
+type PerCore struct {
+	Mode     string
+	CPU      time.Duration // Redis CPU per page
+	PagesSec float64       // pages/s one Redis core would serve
+}
+
+// PerCoreByMode computes PerCore for each of CrawlModes that has rows
+// with pages and CPU measured.
+func PerCoreByMode(rows []CrawlRow) []PerCore {
+	var out []PerCore
+	for _, mode := range CrawlModes {
+		var cpu time.Duration
+		var pages int64
+		for _, r := range rows {
+			if r.Mode == mode && !strings.HasPrefix(r.Name, "colly") {
+				cpu += r.RedisCPU * time.Duration(r.Pages)
+				pages += r.Pages
+			}
+		}
+		if pages > 0 && cpu > 0 {
+			per := cpu / time.Duration(pages)
+			out = append(out, PerCore{Mode: mode, CPU: per, PagesSec: float64(time.Second) / float64(per)})
+		}
+	}
+	return out
 }
 
 // median makes runs crawls and returns the one of median utilisation, with
@@ -239,11 +287,13 @@ func median(runs int, crawl func() (CrawlRow, error)) (CrawlRow, error) {
 // another's robots.txt cached).
 func (s CrawlSpec) polite(ctx context.Context, name, mode string, procs, workers int) (CrawlRow, error) {
 	crawlName := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	return s.crawl(ctx, name, procs, workers, func(seeds []string) []string {
+	row, err := s.crawl(ctx, name, procs, workers, func(seeds []string) []string {
 		return append([]string{"run", "--redis", "redis://" + s.RedisAddr, "--crawl", crawlName, "--prefix", crawlName,
 			"--semaphore", mode, "--workers", strconv.Itoa(workers), "--user-agent", s.UserAgent, "--progress", "1h",
 			"--timeout", "30s", "--visibility", "1m"}, seeds...)
 	})
+	row.Mode = mode
+	return row, err
 }
 
 // CollyAlone crawls the sites with colly and nothing else, at most 3

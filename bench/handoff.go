@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ type HandoffRow struct {
 	PctNominal   float64       // PerSec / (limit / nominal hold)
 	PctOfHolds   float64       // PerSec / (limit / Hold): share of slot time used
 	Jain         float64       // fairness of grants across all waiters (1 = equal)
+	VsTokens     float64       // PerSec ÷ the token list's grants/s in the same run (0 when it did not run)
 	MaxAtOnce    int64         // most requests in flight at the server
 	OverCapStart int64         // requests that started with limit already in flight
 }
@@ -40,10 +42,28 @@ type HotSiteSpec struct {
 	Hold, Duration        time.Duration
 }
 
-// HotSite runs every algorithm on one site through spec.Procs processes.
+// HotSiteAlgorithms are the hot site's rows in report order: the token
+// list, the physical anchor, first.
+var HotSiteAlgorithms = append([]string{AlgTokenList}, Algorithms...)
+
+// hotSite is the site every hot-site waiter takes permits of.
+const hotSite = "hot.example"
+
+// HotSite runs every algorithm of HotSiteAlgorithms on one site through
+// spec.Procs processes, one after the other, and relates each row's
+// grants/s to the token list's.
 func HotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: spec.RedisAddr})
+	defer rdb.Close()
 	var rows []HandoffRow
-	for i, alg := range Algorithms {
+	for i, alg := range HotSiteAlgorithms {
+		prefix := fmt.Sprintf("bench:h%d", i)
+		if alg == AlgTokenList { // a fresh list of exactly Limit tokens, whatever an earlier run left
+			prefix = fmt.Sprintf("bench:h%d:%d", i, time.Now().UnixNano())
+			if err := FillTokens(ctx, rdb, prefix, hotSite, spec.Limit, spec.Duration+time.Minute); err != nil {
+				return nil, err
+			}
+		}
 		// One test site of one page that takes Hold to answer; it counts
 		// requests in flight against Limit.
 		ts, err := testserver.New(testserver.Profile{Name: "bench-hot", Seed: 1, DefaultCap: spec.Limit,
@@ -59,7 +79,7 @@ func HotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
 		var wg sync.WaitGroup
 		for p := 0; p < spec.Procs; p++ {
 			cmd := exec.CommandContext(ctx, spec.Exe, "bench-worker", "--redis", spec.RedisAddr, "--alg", alg,
-				"--prefix", fmt.Sprintf("bench:h%d", i), "--url", ts.Sites()[0].URL+"/p/0",
+				"--prefix", prefix, "--url", ts.Sites()[0].URL+"/p/0",
 				"--waiters", strconv.Itoa(spec.WaitersPerProc), "--limit", strconv.Itoa(spec.Limit), "--duration", spec.Duration.String())
 			wg.Add(1)
 			go func() {
@@ -95,9 +115,44 @@ func HotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
 			row.PctNominal = 100 * row.PerSec * spec.Hold.Seconds() / float64(spec.Limit)
 			row.PctOfHolds = 100 * row.PerSec * row.Hold.Seconds() / float64(spec.Limit)
 		}
+		if alg == AlgTokenList {
+			if err := checkTokens(ctx, rdb, prefix, spec.Limit); err != nil {
+				return nil, err
+			}
+		}
 		rows = append(rows, row)
 	}
+	relateToTokens(rows)
 	return rows, nil
+}
+
+// checkTokens checks that every token came back once the workers ended,
+// and removes the list.
+func checkTokens(ctx context.Context, rdb *redis.Client, prefix string, limit int) error {
+	key := tokenKey(prefix, hotSite)
+	n, err := rdb.LLen(ctx, key).Result()
+	if err == nil && n != int64(limit) {
+		err = fmt.Errorf("%d tokens after the run, want %d", n, limit)
+	}
+	if err == nil {
+		err = rdb.Del(ctx, key).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("bench: token list %s: %w", key, err)
+	}
+	return nil
+}
+
+// relateToTokens sets each row's VsTokens from the token list's row, if
+// there is one with grants.
+func relateToTokens(rows []HandoffRow) {
+	i := slices.IndexFunc(rows, func(r HandoffRow) bool { return r.Alg == AlgTokenList })
+	if i < 0 || rows[i].PerSec == 0 {
+		return
+	}
+	for j := range rows {
+		rows[j].VsTokens = rows[j].PerSec / rows[i].PerSec
+	}
 }
 
 // jain is Jain's fairness index of xs: (Σx)² / (n·Σx²).
@@ -142,7 +197,7 @@ func Worker(ctx context.Context, redisAddr, alg, prefix, url string, waiters, li
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				rel, err := h.acquire(ctx, "hot.example")
+				rel, err := h.acquire(ctx, hotSite)
 				if err != nil {
 					return
 				}

@@ -21,13 +21,16 @@ type LatencyRow struct {
 	P50, P99   time.Duration
 	TwoPingP50 time.Duration // two PINGs, measured interleaved with the pairs
 	Ratio      float64       // P50 / TwoPingP50
+	BackToBack time.Duration // p50 of two PINGs, pairs of them back-to-back in a tight loop
+	RatioB2B   float64       // P50 / BackToBack: what the goals judge
 	RoundTrips float64       // per pair, counted at the client
 	Commands   float64       // commands Redis ran per pair, those inside scripts included (INFO commandstats)
 }
 
 // Uncontended measures n acquire+release pairs per algorithm on one site,
 // each after two PINGs on the same connection pool, and what a pair costs
-// in round trips and in commands Redis runs.
+// in round trips and in commands Redis runs; then, on the same client, n
+// pairs of PINGs back-to-back, the baseline a warm connection allows.
 func Uncontended(ctx context.Context, addr string, n int) ([]LatencyRow, error) {
 	var rows []LatencyRow
 	for _, alg := range Algorithms {
@@ -83,11 +86,34 @@ func uncontended(ctx context.Context, addr, alg, prefix string, n int) (LatencyR
 	if err != nil {
 		return LatencyRow{}, err
 	}
-	row := LatencyRow{Alg: alg, P50: pct(ops, 50), P99: pct(ops, 99), TwoPingP50: pct(pings, 50)}
+	b2b, err := backToBack(ctx, rdb, n)
+	if err != nil {
+		return LatencyRow{}, err
+	}
+	row := LatencyRow{Alg: alg, P50: pct(ops, 50), P99: pct(ops, 99), TwoPingP50: pct(pings, 50), BackToBack: b2b}
 	row.Ratio = float64(row.P50) / float64(row.TwoPingP50)
+	row.RatioB2B = float64(row.P50) / float64(row.BackToBack)
 	row.RoundTrips = float64(m.RoundTrips()-pingTrips-1) / float64(n) // less the PINGs and CONFIG RESETSTAT
 	row.Commands = (calls - float64(2*n) - 1) / float64(n)            // likewise
 	return row, nil
+}
+
+// backToBack is the p50 of n pairs of PINGs on rdb, each pair straight
+// after the last: the connection and both ends stay warm, unlike PINGs
+// taken between acquire+release pairs.
+func backToBack(ctx context.Context, rdb *redis.Client, n int) (time.Duration, error) {
+	pairs := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return 0, fmt.Errorf("bench: PING: %w", err)
+		}
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return 0, fmt.Errorf("bench: PING: %w", err)
+		}
+		pairs = append(pairs, time.Since(t0))
+	}
+	return pct(pairs, 50), nil
 }
 
 // commandCalls is how many commands Redis has run since its stats were

@@ -49,10 +49,11 @@ type Report struct {
 }
 
 // SafetyHeld reports whether our limiter kept every cap: at the hot site's
-// counting server and at every test site of every polite crawl.
+// counting server (the token list, our anchor, too) and at every test site
+// of every polite crawl.
 func (r *Report) SafetyHeld() bool {
 	for _, h := range r.HotSite {
-		if (h.Alg == AlgLocked || h.Alg == AlgAtomic) && (h.MaxAtOnce > int64(r.HotSpec.Limit) || h.OverCapStart > 0) {
+		if (h.Alg == AlgLocked || h.Alg == AlgAtomic || h.Alg == AlgTokenList) && (h.MaxAtOnce > int64(r.HotSpec.Limit) || h.OverCapStart > 0) {
 			return false
 		}
 	}
@@ -131,11 +132,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	if on("crawl") {
-		logf("crawl: %d sites x %d pages, %s each, cap %d; polite with %v processes, %d crawls each", r.CrawlSpec.Sites, crawlPages, r.CrawlSpec.Latency, siteCap, procs, runs)
+		logf("crawl: %d sites x %d pages, %s each, cap %d; polite %v with %v processes, %d crawls each", r.CrawlSpec.Sites, crawlPages, r.CrawlSpec.Latency, siteCap, CrawlModes, procs, runs)
 		if r.Crawl, err = Utilisation(ctx, r.CrawlSpec, procs, r.CrawlSpec.Sites*siteCap+12, runs); err != nil {
 			return nil, err
 		}
-		for _, n := range []int{1, 4} {
+		collyProcs := []int{1, 4} // 1 is the reference; 4 shows what colly alone does to a site
+		if o.Quick {
+			collyProcs = []int{1}
+		}
+		for _, n := range collyProcs {
 			logf("crawl: colly alone, %d process(es)", n)
 			row, err := CollyAlone(ctx, r.CrawlSpec, n)
 			if err != nil {
@@ -143,6 +148,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 			r.Crawl = append(r.Crawl, row)
 		}
+		RelateToColly(r.Crawl)
 	}
 	if on("scale") {
 		sites, workers := []int{10, 100, 1000}, []int{1, 4, 16, 64}

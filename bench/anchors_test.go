@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// The token list holds exactly limit tokens whatever the key held before,
+// never grants more than limit at once (counted at Redis: tokens in the
+// list + tokens held = limit, always), gives every token back, and a
+// waiter blocked in BLPOP leaves when its context ends, deadline or not.
+func TestTokenList(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rdb := srv.Client()
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const prefix, site, limit = "bench:test", "hot.example", 3
+	key := tokenKey(prefix, site)
+	if err := rdb.RPush(ctx, key, "stale", "stale", "stale", "stale", "stale").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := FillTokens(ctx, rdb, prefix, site, limit, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rdb.LRange(ctx, key, 0, -1).Result(); strings.Join(got, ",") != "t0,t1,t2" {
+		t.Fatalf("list after FillTokens: %q", got)
+	}
+	if ttl, _ := rdb.PTTL(ctx, key).Result(); ttl <= 0 || ttl > time.Minute {
+		t.Errorf("TTL %s, want (0, 1m]", ttl)
+	}
+
+	h, err := newHolder(rdb, AlgTokenList, prefix, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.close()
+	// 12 waiters, 25 grants each; each holder checks at Redis that the
+	// tokens left plus those held never pass the limit.
+	var held, grants, over atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 12; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				rel, err := h.acquire(ctx, site)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n := held.Add(1)
+				if left, err := rdb.LLen(ctx, key).Result(); err != nil || left+n > limit {
+					over.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+				held.Add(-1)
+				rel()
+				grants.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if over.Load() > 0 || grants.Load() != 12*25 {
+		t.Errorf("%d grants, %d seen over the limit", grants.Load(), over.Load())
+	}
+	if err := checkTokens(ctx, rdb, prefix, limit); err != nil {
+		t.Errorf("tokens not all back: %v", err)
+	}
+	if n, _ := rdb.Exists(ctx, key).Result(); n != 0 {
+		t.Error("checkTokens left the list behind")
+	}
+
+	// All tokens taken: a waiter blocks, then leaves at its deadline (a
+	// BLPOP never blocks past it) or when cancelled (within maxBlock).
+	if err := FillTokens(ctx, rdb, prefix, site, limit, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < limit; i++ {
+		if _, err := h.acquire(ctx, site); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer dcancel()
+	t0 := time.Now()
+	if _, err := h.acquire(dctx, site); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("acquire past its deadline: %v", err)
+	}
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Errorf("waiter left %s after a 300ms deadline", took)
+	}
+	cctx, ccancel := context.WithCancel(ctx)
+	go func() { time.Sleep(100 * time.Millisecond); ccancel() }()
+	t0 = time.Now()
+	if _, err := h.acquire(cctx, site); !errors.Is(err, context.Canceled) {
+		t.Errorf("acquire after cancel: %v", err)
+	}
+	if took := time.Since(t0); took > maxBlock+5*time.Second {
+		t.Errorf("cancelled waiter left after %s", took)
+	}
+	if n, _ := rdb.LLen(ctx, key).Result(); n != 0 {
+		t.Errorf("%d tokens appeared while all were held", n)
+	}
+	if err := checkTokens(ctx, rdb, prefix, limit); err == nil {
+		t.Error("checkTokens passed with every token still out")
+	}
+}
+
+// The back-to-back baseline sends exactly two PINGs per pair (counted at
+// Redis) and reports a positive p50.
+func TestBackToBack(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p50, err := backToBack(ctx, rdb, 50)
+	if err != nil || p50 <= 0 {
+		t.Fatalf("p50 %s, %v", p50, err)
+	}
+	stats, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stats, "cmdstat_ping:calls=100,") {
+		t.Errorf("want 100 PINGs at Redis:\n%s", stats)
+	}
+}
+
+func TestRelateToTokens(t *testing.T) {
+	rows := []HandoffRow{{Alg: AlgLocked, PerSec: 970}, {Alg: AlgTokenList, PerSec: 1000}, {Alg: AlgAtomic, PerSec: 500}}
+	relateToTokens(rows)
+	for i, want := range []float64{0.97, 1, 0.5} {
+		if rows[i].VsTokens != want {
+			t.Errorf("%s: %v× the token list, want %v", rows[i].Alg, rows[i].VsTokens, want)
+		}
+	}
+	none := []HandoffRow{{Alg: AlgLocked, PerSec: 970}}
+	if relateToTokens(none); none[0].VsTokens != 0 {
+		t.Error("a ratio without a token list row")
+	}
+}
+
+// Every row is related to colly alone in one process, never to colly in
+// several (it fetches each page once per process).
+func TestRelateToColly(t *testing.T) {
+	rows := []CrawlRow{{Name: "polite locked, 1 process(es)", Mode: "locked", Steady: 1140},
+		{Name: "colly alone, 4 process(es)", Procs: 4, Steady: 4000}, {Name: "colly alone, 1 process(es)", Procs: 1, Steady: 1200}}
+	RelateToColly(rows)
+	if rows[0].VsColly != 0.95 || rows[2].VsColly != 1 {
+		t.Errorf("ratios %v, %v; want 0.95, 1", rows[0].VsColly, rows[2].VsColly)
+	}
+}
+
+// Redis CPU per page is averaged over a mode's crawls by pages; one core
+// serves 1 s ÷ that.
+func TestPerCoreByMode(t *testing.T) {
+	rows := []CrawlRow{
+		{Name: "polite locked, 1 process(es)", Mode: "locked", Pages: 100, RedisCPU: 40 * time.Microsecond},
+		{Name: "polite locked, 2 process(es)", Mode: "locked", Pages: 300, RedisCPU: 60 * time.Microsecond},
+		{Name: "polite atomic, 1 process(es)", Mode: "atomic", Pages: 100, RedisCPU: 20 * time.Microsecond},
+		{Name: "colly alone, 1 process(es)", Procs: 1, Pages: 100},
+	}
+	pc := PerCoreByMode(rows)
+	if len(pc) != 2 || pc[0].Mode != "locked" || pc[0].CPU != 55*time.Microsecond || pc[1].CPU != 20*time.Microsecond || pc[1].PagesSec != 50000 {
+		t.Errorf("per core %+v", pc)
+	}
+}
+
+// Each crawl row is judged on its own goals: the steady-rate share by its
+// process count, round trips by its mode.
+func TestCrawlVerdicts(t *testing.T) {
+	row := func(mode string, procs int, vs, trips float64, cpu time.Duration) CrawlRow {
+		return CrawlRow{Name: "polite " + mode + ", " + strconv.Itoa(procs) + " process(es)", Mode: mode, Procs: procs, Cap: 3, MaxAtOnce: 3,
+			VsColly: vs, RoundTrips: trips, RedisCPU: cpu}
+	}
+	r := &Report{Crawl: []CrawlRow{
+		row("locked", 1, 0.96, 3, 100*time.Microsecond),  // steady short of 0.97 with 1 process
+		row("locked", 2, 0.96, 3, 90*time.Microsecond),   // met: 0.95 with 2
+		row("atomic", 1, 0.98, 2.5, 50*time.Microsecond), // atomic allows 2 round trips
+		row("atomic", 4, 0.99, 2, 101*time.Microsecond),  // over 100 µs
+	}}
+	met := map[string]bool{}
+	for _, v := range r.verdicts() {
+		met[v.what] = v.met
+	}
+	for what, want := range map[string]bool{
+		"crawl steady rate, polite locked, 1 process(es)": false, "crawl cost, polite locked, 1 process(es)": true,
+		"crawl steady rate, polite locked, 2 process(es)": true, "crawl cap, polite locked, 2 process(es)": true,
+		"crawl steady rate, polite atomic, 1 process(es)": true, "crawl cost, polite atomic, 1 process(es)": false,
+		"crawl cost, polite atomic, 4 process(es)": false,
+	} {
+		if got, ok := met[what]; !ok || got != want {
+			t.Errorf("%s: met %v (present %v), want %v", what, got, ok, want)
+		}
+	}
+}
