@@ -67,10 +67,11 @@ type Crawler struct {
 	outMu sync.Mutex
 	enc   *json.Encoder
 
+	// tr takes the permits of every worker's requests.
+	tr *fetch.Transport
+
 	pages, failed, skipped, inflight, tooLong atomic.Int64
 	tooLongSeen                               atomic.Bool // the first such link is logged at Info
-	trMu                                      sync.Mutex
-	transports                                []*fetch.Transport
 }
 
 // New returns a Crawler. rob must be built on an http.Client whose transport
@@ -93,6 +94,7 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, base: pool(o.Cap)}
+	c.tr = &fetch.Transport{Base: c.base, Limiter: lim, Robots: rob, Cap: o.Cap, Observer: o.Observer}
 	if o.Out != nil {
 		c.enc = json.NewEncoder(o.Out)
 	}
@@ -135,14 +137,8 @@ type Progress struct {
 
 // Progress reads the process's counters.
 func (c *Crawler) Progress() Progress {
-	p := Progress{Pages: c.pages.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), InFlight: c.inflight.Load(),
-		TooLong: c.tooLong.Load()}
-	c.trMu.Lock()
-	for _, t := range c.transports {
-		p.Waiting += int64(t.Waiting())
-	}
-	c.trMu.Unlock()
-	return p
+	return Progress{Pages: c.pages.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), InFlight: c.inflight.Load(),
+		TooLong: c.tooLong.Load(), Waiting: int64(c.tr.Waiting())}
 }
 
 // Run works until the crawl is done for the whole fleet (or forever with
@@ -196,11 +192,7 @@ func recheckFull() time.Duration { return fullSiteRecheck + rand.N(fullSiteReche
 // work is one worker: it takes URLs and fetches them until ctx ends; its
 // requests run under fetching (see Run).
 func (c *Crawler) work(ctx, fetching context.Context, n int) error {
-	tr := &fetch.Transport{Base: c.base, Limiter: c.lim, Robots: c.rob, Cap: c.o.Cap, Observer: c.o.Observer}
-	c.trMu.Lock()
-	c.transports = append(c.transports, tr)
-	c.trMu.Unlock()
-	col := fetch.NewCollector(tr, fetch.CollectorOptions{UserAgent: c.o.UserAgent, MaxBodySize: c.o.MaxBodySize, Timeout: c.o.Timeout, Context: fetching})
+	col := fetch.NewCollector(c.tr, fetch.CollectorOptions{UserAgent: c.o.UserAgent, MaxBodySize: c.o.MaxBodySize, Timeout: c.o.Timeout, Context: fetching})
 	var cur page
 	col.OnResponse(func(r *colly.Response) { cur.status, cur.bytes = r.StatusCode, len(r.Body) })
 	col.OnError(func(r *colly.Response, err error) {
@@ -252,7 +244,7 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 		}
 		idle = 0
 		cur.reset()
-		taken = c.fetchOne(ctx, tr, col, it, &cur)
+		taken = c.fetchOne(ctx, col, it, &cur)
 	}
 }
 
@@ -278,13 +270,13 @@ type turn struct {
 // fetchOne fetches one item and settles it in the frontier. After a fetch
 // it takes the next item in the same round trip and returns Next's answer;
 // otherwise nil.
-func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.Collector, it frontier.Item, pg *page) *turn {
+func (c *Crawler) fetchOne(ctx context.Context, col *colly.Collector, it frontier.Item, pg *page) *turn {
 	u, err := url.Parse(it.URL)
 	if err != nil {
 		c.settle(ctx, it, c.fr.Done(ctx, it))
 		return nil
 	}
-	lastSlot, err := tr.TryHandover(ctx, u)
+	res, err := c.tr.Reserve(ctx, u, 0)
 	var busy *limiter.BusyError
 	if errors.As(err, &busy) && busy.Full {
 		// Full. Other work first: a worker never sits on a full site
@@ -299,7 +291,7 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 		if errors.As(oerr, new(*frontier.EmptyError)) {
 			// Nothing else is ready: wait in the site's fair line, where a
 			// released slot is handed over at once, instead of polling.
-			lastSlot, err = tr.WaitHandover(ctx, u, fullSiteRecheck)
+			res, err = c.tr.Reserve(ctx, u, fullSiteRecheck)
 		}
 	}
 	switch {
@@ -324,7 +316,7 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 		sleep(ctx, 200*time.Millisecond)
 		return nil
 	}
-	if lastSlot {
+	if res.LastSlot() {
 		// The site is full now: let other workers try other sites rather
 		// than find it so. The first fetch of it that ends brings it back.
 		if err := c.fr.Hold(ctx, it.Site, fullSiteRecheck); err != nil && ctx.Err() == nil {
@@ -333,10 +325,13 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 	}
 	if ctx.Err() == nil {
 		c.inflight.Add(1)
+		fetching := col.Context // the worker's (see Run): the request carries its permit
+		col.Context = fetch.WithReservation(fetching, res)
 		err = col.Request(http.MethodGet, it.URL, nil, nil, nil)
+		col.Context = fetching
 		c.inflight.Add(-1)
 	}
-	tr.Reclaim(context.WithoutCancel(ctx))
+	c.releasePermit(ctx, res)
 	stopping := ctx.Err() != nil
 	if stopping && (pg.status == 0 || errors.Is(err, context.Canceled)) {
 		c.giveBack(it) // stopped before or during its fetch: leave it to the others
@@ -377,6 +372,13 @@ func (c *Crawler) fetchOne(ctx context.Context, tr *fetch.Transport, col *colly.
 		c.settle(ctx, it, serr)
 	}
 	return nil
+}
+
+// releasePermit gives a reserved permit back (nothing if the transport did).
+func (c *Crawler) releasePermit(ctx context.Context, res *fetch.Reservation) {
+	if err := res.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, limiter.ErrPermitLost) {
+		c.o.Log.Warn("could not release a permit; it frees itself when its lease runs out", "site", res.Permit().Site(), "err", err)
+	}
 }
 
 func (c *Crawler) settle(ctx context.Context, it frontier.Item, err error) {

@@ -26,7 +26,7 @@ func pool(cap int) *http.Transport {
 // with the robots.txt request itself (so the first page waits too). A
 // Fetched hook in o is still called, after that.
 func NewRobotsCache(rdb redis.UniversalClient, lim *limiter.Limiter, cap int, o robots.CacheOptions, obs fetch.Observer) *robots.Cache {
-	tr := &fetch.Transport{Limiter: lim, Cap: cap, Observer: obs}
+	tr := &fetch.RobotsTransport{Limiter: lim, Observer: obs, Timeout: o.FetchTimeout}
 	then := o.Fetched
 	o.Fetched = func(ctx context.Context, site string, p robots.Policy) {
 		if p.CrawlDelay > 0 {
@@ -36,7 +36,5 @@ func NewRobotsCache(rdb redis.UniversalClient, lim *limiter.Limiter, cap int, o 
 			then(ctx, site, p)
 		}
 	}
-	rob := robots.NewCache(rdb, &http.Client{Transport: tr, Timeout: 2 * time.Minute}, &o)
-	tr.Robots = rob
-	return rob
+	return robots.NewCache(rdb, &http.Client{Transport: tr, Timeout: 2 * time.Minute}, &o)
 }

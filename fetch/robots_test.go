@@ -15,9 +15,8 @@ import (
 	"github.com/polite-crawler/polite/testserver"
 )
 
-// A page fetch checks robots.txt once: TryHandover and WaitHandover check
-// the URL and take the permit, and the request that uses that permit is not
-// checked again (with a hostile robots.txt each check is costly). Any other
+// A page fetch checks robots.txt once: Reserve checks the URL and takes the
+// permit, and the request that uses that permit is not checked again (with a hostile robots.txt each check is costly). Any other
 // request still is: a redirect hop, another URL of the site.
 func TestOneRobotsCheckPerFetch(t *testing.T) {
 	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{Disallow: []string{"/private/"}}})
@@ -29,46 +28,46 @@ func TestOneRobotsCheckPerFetch(t *testing.T) {
 	follow := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	checks := func() int64 { return tr.checks.Load() }
 
-	if _, err := tr.TryHandover(ctx, mustURL(t, base+"/p/1")); err != nil {
-		t.Fatal(err)
+	var last *Reservation
+	reserve := func(u string, wait time.Duration) context.Context {
+		t.Helper()
+		last.Release(ctx) // the owner's release of the previous request's permit
+		r, err := tr.Reserve(ctx, mustURL(t, u), wait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r
+		return WithReservation(ctx, r)
 	}
-	if code, err := get(noRedirects, base+"/p/1"); err != nil || code != 200 {
+	if code, err := getCtx(reserve(base+"/p/1", 0), noRedirects, base+"/p/1"); err != nil || code != 200 {
 		t.Fatal(code, err)
 	}
 	if n := checks(); n != 1 {
-		t.Fatalf("TryHandover and its request: %d robots checks, want 1", n)
+		t.Fatalf("Reserve and its request: %d robots checks, want 1", n)
 	}
-	if _, err := tr.WaitHandover(ctx, mustURL(t, base+"/p/2"), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if code, err := get(noRedirects, base+"/p/2"); err != nil || code != 200 {
+	if code, err := getCtx(reserve(base+"/p/2", time.Minute), noRedirects, base+"/p/2"); err != nil || code != 200 {
 		t.Fatal(code, err)
 	}
 	if n := checks(); n != 2 {
-		t.Fatalf("WaitHandover and its request: %d robots checks in all, want 2", n)
+		t.Fatalf("Reserve with a wait and its request: %d robots checks in all, want 2", n)
 	}
 
 	// The redirect is checked once; its hop to a disallowed URL is checked
 	// and refused.
-	if _, err := tr.TryHandover(ctx, mustURL(t, base+"/redirect-private/2")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := get(follow, base+"/redirect-private/2"); !errors.Is(err, ErrDisallowed) {
+	if _, err := getCtx(reserve(base+"/redirect-private/2", 0), follow, base+"/redirect-private/2"); !errors.Is(err, ErrDisallowed) {
 		t.Fatalf("redirect to /private/: %v, want ErrDisallowed", err)
 	}
 	if n := checks(); n != 4 {
-		t.Fatalf("handed-over redirect and its hop: %d robots checks in all, want 4", n)
+		t.Fatalf("reserved redirect and its hop: %d robots checks in all, want 4", n)
 	}
 
-	// A permit handed over for one URL does not let another through
+	// A permit reserved for one URL does not let another through
 	// unchecked; it stays for its own URL, which it serves unchecked.
-	if _, err := tr.TryHandover(ctx, mustURL(t, base+"/p/3")); err != nil {
-		t.Fatal(err)
+	rctx := reserve(base+"/p/3", 0)
+	if _, err := getCtx(rctx, noRedirects, base+"/private/1"); !errors.Is(err, ErrDisallowed) {
+		t.Fatalf("another URL with a permit reserved: %v, want ErrDisallowed", err)
 	}
-	if _, err := get(noRedirects, base+"/private/1"); !errors.Is(err, ErrDisallowed) {
-		t.Fatalf("another URL with a permit handed over: %v, want ErrDisallowed", err)
-	}
-	if code, err := get(noRedirects, base+"/p/3"); err != nil || code != 200 {
+	if code, err := getCtx(rctx, noRedirects, base+"/p/3"); err != nil || code != 200 {
 		t.Fatal(code, err)
 	}
 	if n := checks(); n != 6 {
@@ -76,18 +75,14 @@ func TestOneRobotsCheckPerFetch(t *testing.T) {
 	}
 
 	// Through colly, as the crawler fetches.
-	col := NewCollector(tr, CollectorOptions{UserAgent: "politebot/1.0"})
-	if _, err := tr.TryHandover(ctx, mustURL(t, base+"/p/4")); err != nil {
-		t.Fatal(err)
-	}
+	col := NewCollector(tr, CollectorOptions{UserAgent: "politebot/1.0", Context: reserve(base+"/p/4", 0)})
 	if err := col.Request(http.MethodGet, base+"/p/4", nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := checks(); n != 7 {
-		t.Fatalf("TryHandover and its colly request: %d robots checks in all, want 7", n)
+		t.Fatalf("Reserve and its colly request: %d robots checks in all, want 7", n)
 	}
-
-	tr.Reclaim(ctx)
+	last.Release(ctx)
 	st := ts.Stats().Sites[0]
 	if st.DisallowedHits != 0 || st.Status["200"] != 5 || st.Status["302"] != 1 {
 		t.Fatalf("at the site: %d disallowed requests, statuses %v", st.DisallowedHits, st.Status)
@@ -133,7 +128,7 @@ func transportOver(t *testing.T, base http.RoundTripper) *Transport {
 	l := limiter.New(rdb, &limiter.Options{Prefix: keyPrefix(t), Lease: 5 * time.Second})
 	t.Cleanup(func() { l.Close() })
 	tr := &Transport{Base: base, Limiter: l, Cap: 3}
-	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: tr}, &robots.CacheOptions{Prefix: keyPrefix(t), UserAgent: "politebot/1.0"})
+	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: &RobotsTransport{Base: base, Limiter: l}}, &robots.CacheOptions{Prefix: keyPrefix(t), UserAgent: "politebot/1.0"})
 	return tr
 }
 
@@ -199,37 +194,35 @@ func TestRobotsRedirectElsewhereNotFetched(t *testing.T) {
 	}
 }
 
-// A handed-over permit lost before its request (the worker stalled past the
+// A reserved permit lost before its request (the worker stalled past the
 // lease) is replaced under the rule robots.txt gave: the request's own
-// permit starts the crawl delay when its body is closed. Before, it was
-// taken as for robots.txt (limit 1, no delay), and only the caller's later
-// Reclaim of the lost permit started the delay.
+// permit starts the crawl delay when its body is closed.
 func TestLostHandoverKeepsTheCrawlDelay(t *testing.T) {
 	const lease = 500 * time.Millisecond
 	tr, ts := setup(t, lease, testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{CrawlDelay: testserver.Duration(30 * time.Second)}})
 	ctx := context.Background()
 	site := ts.Sites()[0].URL
 	u := mustURL(t, site+"/p/1")
-	if _, err := tr.TryHandover(ctx, u); err != nil {
+	r, err := tr.Reserve(ctx, u, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
 	// Not kept alive: the permit fences itself within the lease.
 	deadline := time.Now().Add(10 * lease)
-	for tr.handed.p.Err() == nil {
+	for r.Permit().Err() == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the handed-over permit was never lost")
 		}
 		time.Sleep(lease / 10)
 	}
-	if code, err := get(&http.Client{Transport: tr}, u.String()); err != nil || code != 200 {
+	if code, err := getCtx(WithReservation(ctx, r), &http.Client{Transport: tr}, u.String()); err != nil || code != 200 {
 		t.Fatal(code, err)
 	}
-	defer tr.Reclaim(ctx)
-	other := &Transport{Limiter: tr.Limiter, Robots: tr.Robots, Cap: 3}
-	_, err := other.TryHandover(ctx, mustURL(t, site+"/p/2"))
+	defer r.Release(ctx)
+	r2, err := tr.Reserve(ctx, mustURL(t, site+"/p/2"), 0)
 	var busy *limiter.BusyError
 	if !errors.As(err, &busy) {
-		other.Reclaim(ctx)
+		r2.Release(ctx)
 		t.Fatalf("the next request right after one to a 30 s crawl-delay site: %v, want limiter.ErrBusy", err)
 	}
 	if busy.Wait < 20*time.Second {

@@ -41,8 +41,10 @@ type Observer interface {
 	Response(site string, status int)
 }
 
-// Transport is an http.RoundTripper that takes a permit per request. It is
-// safe for concurrent use, except Handover, which belongs to one worker.
+// Transport is an http.RoundTripper that takes a permit per request. It
+// holds no per-request state and is safe for concurrent use: one Transport
+// serves every worker of a process. A permit a worker took ahead for a
+// request (Reserve) travels with that request's context (WithReservation).
 type Transport struct {
 	// Base makes the requests (default http.DefaultTransport).
 	Base http.RoundTripper
@@ -54,20 +56,8 @@ type Transport struct {
 	Cap      int
 	Observer Observer
 
-	mu      sync.Mutex
-	handed  handed // a permit a worker took ahead (see Handover)
-	waiting int
-
-	checks atomic.Int64 // robots checks made (Policy.Allowed), for tests
-}
-
-// handed is a permit handed over for the next request to its site, with the
-// request it was taken for when robots.txt was checked first (TryHandover,
-// WaitHandover): that request is not checked again.
-type handed struct {
-	p       *limiter.Permit
-	checked string       // checkKey of the URL checked; "" if none was
-	rule    limiter.Rule // the rule robots.txt gave the checked URL
+	waiting atomic.Int64 // requests waiting for a permit now
+	checks  atomic.Int64 // robots checks made (Policy.Allowed), for tests
 }
 
 // checkKey names what a robots check is about: the robots.txt (scheme, site)
@@ -90,7 +80,11 @@ func (t *Transport) Rule(ctx context.Context, req *http.Request) (robots.Policy,
 	if err != nil {
 		return pol, limiter.Rule{}, fmt.Errorf("fetch: robots.txt of %s://%s: %w", req.URL.Scheme, robots.Site(req.URL), err)
 	}
-	return pol, limiter.Rule{Limit: pol.Cap(t.cap()), Delay: pol.CrawlDelay}, nil
+	r := limiter.Rule{Limit: pol.Cap(t.cap()), Delay: pol.CrawlDelay}
+	if r.Delay > 0 {
+		r.Limit = 1
+	}
+	return pol, r, nil
 }
 
 func (t *Transport) cap() int {
@@ -100,161 +94,62 @@ func (t *Transport) cap() int {
 	return t.Cap
 }
 
-// Handover gives the transport a permit the caller already holds, to be used
-// by the next request to the permit's site instead of acquiring one. The
-// caller must call Reclaim after that request, to release the permit if no
-// request used it.
-func (t *Transport) Handover(p *limiter.Permit) { t.handOver(handed{p: p}) }
-
-func (t *Transport) handOver(h handed) {
-	t.mu.Lock()
-	t.handed = h
-	t.mu.Unlock()
-}
-
-// TryHandover prepares a request to u without waiting: it checks robots.txt
-// (a *DisallowedError if u is closed), then tries to take the site's permit
-// and hand it over (see Handover). The request to u that takes the permit is
-// not checked again; any other request (a redirect hop, another URL) is. lastSlot reports whether that permit took
-// the site's last free slot (limiter.Permit.TookLastSlot). If the site is
-// full it returns limiter.ErrBusy (a *limiter.BusyError with a wait hint):
-// the caller should do other work and come back.
-func (t *Transport) TryHandover(ctx context.Context, u *url.URL) (lastSlot bool, err error) {
-	return t.handover(ctx, u, t.Limiter.TryAcquireRule)
-}
-
-// WaitHandover is TryHandover that waits, in the site's fair line, up to
-// maxWait for a permit: a released slot is handed to the first in line at
-// once, with no polling. When maxWait runs out first it returns a
-// *limiter.BusyError (Full) and leaves nothing in the line. Wait only when
-// there is no other work: the wait holds this worker, not the site.
-func (t *Transport) WaitHandover(ctx context.Context, u *url.URL, maxWait time.Duration) (lastSlot bool, err error) {
-	return t.handover(ctx, u, func(ctx context.Context, site string, rule limiter.Rule) (*limiter.Permit, error) {
-		wctx, cancel := context.WithTimeout(ctx, maxWait)
-		defer cancel()
-		p, err := t.wait(wctx, site, rule)
-		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return nil, &limiter.BusyError{Site: site, Full: true}
-		}
-		return p, err
-	})
-}
-
-func (t *Transport) handover(ctx context.Context, u *url.URL, acquire func(context.Context, string, limiter.Rule) (*limiter.Permit, error)) (bool, error) {
-	pol, rule, err := t.Rule(ctx, &http.Request{URL: u})
-	if err != nil {
-		return false, err
-	}
-	if !t.allowed(pol, u) {
-		return false, &DisallowedError{URL: u.String()}
-	}
-	p, err := acquire(ctx, robots.Site(u), rule)
-	if err != nil {
-		return false, err
-	}
-	t.observe(func(o Observer) { o.PermitHeld(1) })
-	t.handOver(handed{p: p, checked: checkKey(u), rule: rule})
-	return p.TookLastSlot(), nil
-}
-
-// Reclaim releases a handed-over permit that no request took.
-func (t *Transport) Reclaim(ctx context.Context) {
-	t.mu.Lock()
-	p := t.handed.p
-	t.handed = handed{}
-	t.mu.Unlock()
-	if p != nil {
-		p.Release(ctx)
-		t.observe(func(o Observer) { o.PermitHeld(-1) })
-	}
-}
-
 // Waiting is how many requests are waiting for a permit now.
-func (t *Transport) Waiting() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.waiting
-}
+func (t *Transport) Waiting() int { return int(t.waiting.Load()) }
 
-// checkedAhead reports whether the handed-over permit was taken after
-// robots.txt was checked for u itself, and the rule it was taken under: a
-// request that finds that permit lost takes a new one under the same rule
-// (its crawl delay included).
-func (t *Transport) checkedAhead(u *url.URL) (limiter.Rule, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	h := t.handed
-	return h.rule, h.p != nil && h.checked != "" && h.checked == checkKey(u)
-}
-
-// take returns the handed-over permit if it is for site and not lost.
-func (t *Transport) take(site string) *limiter.Permit {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if p := t.handed.p; p != nil && p.Site() == site && p.Err() == nil {
-		t.handed = handed{}
-		return p
-	}
-	return nil
-}
-
-// RoundTrip checks robots.txt (except for robots.txt itself, and for the
-// request a TryHandover or WaitHandover checked and took the permit for:
-// one check per fetch), takes the site's permit, and makes the request
-// under a context the permit cancels if it is lost. The permit is released when the response body is closed, or at
-// once if the request fails. A 429 or 503 with Retry-After holds every
-// worker of the fleet off the site until then.
+// RoundTrip checks robots.txt, takes the site's permit, and makes the
+// request under a context the permit cancels if it is lost. The permit is
+// released when the response body is closed, or at once if the request
+// fails. A request whose context carries a Reservation for its URL
+// (WithReservation) uses that permit instead, unchecked (Reserve checked
+// it: one check per fetch), and leaves its release to the Reservation's
+// owner once the body has been read to its end and closed. A 429 or 503
+// with Retry-After holds every worker of the fleet off the site until then.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	site := robots.Site(req.URL)
-	// robots.txt is fetched under limit 1 (no delay): it waits behind every
-	// holder, so it is safe whatever the policy it is about to replace.
-	rule := limiter.Rule{Limit: 1}
-	ahead, checked := t.checkedAhead(req.URL)
-	switch {
-	case robots.IsFetch(ctx):
-	case checked:
-		rule = ahead
-	default:
-		// Checked before the permit is taken: the check may fetch
-		// robots.txt, which may take a handed-over permit of this site.
-		pol, r, err := t.Rule(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		if !t.allowed(pol, req.URL) {
-			return nil, &DisallowedError{URL: req.URL.String()}
-		}
-		rule = r
-	}
-	// robots.txt: the wait for the permit and the request are timed apart
-	// (robots.FetchTimeout), so that waiting behind others never cuts the
-	// time the site has to answer and gets it judged unreachable.
-	reqTimeout := robots.FetchTimeout(ctx)
-	p := t.take(site)
+	r := reservationFrom(ctx)
+	p := r.take(req.URL)
 	if p == nil {
-		actx, acancel := ctx, context.CancelFunc(func() {})
-		if reqTimeout > 0 {
-			actx, acancel = context.WithTimeout(ctx, reqTimeout)
+		rule, checked := r.ruleFor(req.URL) // a reserved permit lost: retake under its rule
+		if !checked {
+			pol, rr, err := t.Rule(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			if !t.allowed(pol, req.URL) {
+				return nil, &DisallowedError{URL: req.URL.String()}
+			}
+			rule = rr
 		}
 		var err error
-		p, err = t.acquire(actx, site, rule)
-		acancel()
-		if err != nil {
+		if p, err = t.acquire(ctx, site, rule); err != nil {
 			return nil, err
 		}
+		r = nil // this request's own permit: released here
 	}
-	p.KeepAlive(context.WithoutCancel(ctx)) // ends at Release or loss
+	return t.send(req, p, r, 0)
+}
+
+// send makes req under p. With r, p is r's: on success the caller releases
+// it through r; otherwise it is released here. timeout, when set, bounds
+// the request from now (robots.txt).
+func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, timeout time.Duration) (*http.Response, error) {
+	ctx := req.Context()
+	site := p.Site()
+	kctx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
+	p.KeepAlive(kctx) // ends at Release, at loss, or when the body is done
 	rctx, cancel := p.Context(ctx)
-	if reqTimeout > 0 {
+	if timeout > 0 {
 		pcancel := cancel
-		tctx, tcancel := context.WithTimeout(rctx, reqTimeout)
+		tctx, tcancel := context.WithTimeout(rctx, timeout)
 		rctx, cancel = tctx, func() { tcancel(); pcancel() }
 	}
 	resp, err := t.base().RoundTrip(req.WithContext(rctx))
 	if err != nil {
 		cancel()
-		t.release(p)
+		stopKeep()
+		t.releaseNow(p, r)
 		if p.Err() != nil {
 			return nil, fmt.Errorf("fetch: %s: %w (%w; %v)", req.URL, limiter.ErrPermitLost, robots.ErrNotFetched, err)
 		}
@@ -269,14 +164,29 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	empty := resp.ContentLength == 0 // nothing the site could still be sending
 	resp.Body = &permitBody{ReadCloser: resp.Body, done: func(early bool) {
 		cancel()
+		stopKeep()
 		if early && !empty {
 			// Hung up before the end: the site goes on sending until it
 			// notices, so its slot is not free yet.
 			time.Sleep(AbortGrace)
+			t.releaseNow(p, r)
+			return
 		}
-		t.release(p)
+		if r == nil {
+			t.release(p)
+		}
+		// Reserved: the owner releases it, with its settlement (Reservation.ReleaseOn).
 	}}
 	return resp, nil
+}
+
+// releaseNow releases p, through r when p is r's.
+func (t *Transport) releaseNow(p *limiter.Permit, r *Reservation) {
+	if r != nil {
+		r.release(context.Background())
+		return
+	}
+	t.release(p)
 }
 
 // AbortGrace is how long a permit is kept after its body is closed before
@@ -297,14 +207,10 @@ func (t *Transport) acquire(ctx context.Context, site string, rule limiter.Rule)
 // wait takes a permit in the site's line, counted in Waiting meanwhile and
 // reported to the Observer.
 func (t *Transport) wait(ctx context.Context, site string, rule limiter.Rule) (*limiter.Permit, error) {
-	t.mu.Lock()
-	t.waiting++
-	t.mu.Unlock()
+	t.waiting.Add(1)
 	start := time.Now()
 	p, err := t.Limiter.AcquireRule(ctx, site, rule)
-	t.mu.Lock()
-	t.waiting--
-	t.mu.Unlock()
+	t.waiting.Add(-1)
 	t.observe(func(o Observer) { o.PermitWait(site, time.Since(start), err) })
 	if err != nil {
 		// Not the site's doing: for robots.txt, no verdict on it.
@@ -316,10 +222,20 @@ func (t *Transport) wait(ctx context.Context, site string, rule limiter.Rule) (*
 func (t *Transport) release(p *limiter.Permit) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := p.Release(ctx); errors.Is(err, limiter.ErrPermitLost) {
+	t.released(p, p.Release(ctx))
+}
+
+// released reports a release, and its outcome, to the Observer.
+func (t *Transport) released(p *limiter.Permit, err error) {
+	if errors.Is(err, limiter.ErrPermitLost) {
 		t.observe(func(o Observer) { o.PermitLost(p.Site()) })
 	}
 	t.observe(func(o Observer) { o.PermitHeld(-1) })
+}
+
+// newRequest is a GET of u, for a robots check outside a request.
+func newRequest(u *url.URL) *http.Request {
+	return &http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}
 }
 
 func (t *Transport) base() http.RoundTripper {

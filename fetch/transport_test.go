@@ -53,12 +53,19 @@ func setup(t *testing.T, lease time.Duration, sites ...testserver.SiteSpec) (*Tr
 	l := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: lease})
 	t.Cleanup(func() { l.Close() })
 	tr := &Transport{Limiter: l, Cap: 3}
-	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: tr}, &robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"})
+	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: &RobotsTransport{Limiter: l}}, &robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"})
 	return tr, ts
 }
 
-func get(c *http.Client, u string) (int, error) {
-	resp, err := c.Get(u)
+func get(c *http.Client, u string) (int, error) { return getCtx(context.Background(), c, u) }
+
+// getCtx is get under ctx (which may carry a Reservation).
+func getCtx(ctx context.Context, c *http.Client, u string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -185,43 +192,86 @@ func TestRetryAfterHoldsTheFleet(t *testing.T) {
 	}
 }
 
-func TestTryHandover(t *testing.T) {
+func TestReserve(t *testing.T) {
 	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{Concurrency: 1, Disallow: []string{"/private/"}}})
 	ctx := context.Background()
 	u := mustURL(t, ts.Sites()[0].URL+"/p/1")
-	if _, err := tr.TryHandover(ctx, mustURL(t, ts.Sites()[0].URL+"/private/1")); !errors.Is(err, ErrDisallowed) {
+	if _, err := tr.Reserve(ctx, mustURL(t, ts.Sites()[0].URL+"/private/1"), 0); !errors.Is(err, ErrDisallowed) {
 		t.Fatalf("disallowed: %v", err)
 	}
-	if last, err := tr.TryHandover(ctx, u); err != nil || !last {
-		t.Fatalf("the one slot of a Concurrency: 1 site: last slot %v, %v", last, err)
+	r, err := tr.Reserve(ctx, u, 0)
+	if err != nil || !r.LastSlot() || r.Rule().Limit != 1 {
+		t.Fatalf("the one slot of a Concurrency: 1 site: %v, rule %+v, %v", r.LastSlot(), r.Rule(), err)
 	}
-	other := &Transport{Limiter: tr.Limiter, Robots: tr.Robots, Cap: 3}
-	if _, err := other.TryHandover(ctx, u); !errors.Is(err, limiter.ErrBusy) {
-		t.Fatalf("second worker on a cap-1 site: %v", err)
+	if _, err := tr.Reserve(ctx, u, 0); !errors.Is(err, limiter.ErrBusy) {
+		t.Fatalf("second reservation on a cap-1 site: %v", err)
 	}
-	// The handed-over permit serves the request; nothing is left to reclaim.
-	if code, err := get(&http.Client{Transport: tr}, u.String()); err != nil || code != 200 {
+	// The reserved permit serves the request, and stays the owner's to
+	// release once the body is closed.
+	if code, err := getCtx(WithReservation(ctx, r), &http.Client{Transport: tr}, u.String()); err != nil || code != 200 {
 		t.Fatal(code, err)
 	}
-	tr.Reclaim(ctx)
-	if _, err := other.TryHandover(ctx, u); err != nil {
-		t.Fatalf("after the request: %v", err)
+	site := robots.Site(u)
+	if st, _ := tr.Limiter.Status(ctx, site, 1); st.Holders != 1 {
+		t.Fatalf("after the request, before the owner's release: %+v, want the reserved permit held", st)
 	}
-	other.Reclaim(ctx) // unused: released
+	if err := r.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Release(ctx); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	r2, err := tr.Reserve(ctx, u, 0)
+	if err != nil {
+		t.Fatalf("after the release: %v", err)
+	}
+	if err := r2.Release(ctx); err != nil { // unused: released
+		t.Fatal(err)
+	}
+	if st, _ := tr.Limiter.Status(ctx, site, 1); st.Holders != 0 {
+		t.Fatalf("permits left: %+v", st)
+	}
 }
 
-// WaitHandover waits in the site's line: it gives up after maxWait leaving
-// nothing behind, and takes a released slot at once.
-func TestWaitHandover(t *testing.T) {
+// A request that fails releases its reserved permit itself: the owner's
+// Release then does nothing.
+func TestReservationReleasedOnFailure(t *testing.T) {
 	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{Concurrency: 1}})
 	ctx := context.Background()
 	u := mustURL(t, ts.Sites()[0].URL+"/p/1")
-	if _, err := tr.TryHandover(ctx, u); err != nil {
+	r, err := tr.Reserve(ctx, u, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	other := &Transport{Limiter: tr.Limiter, Robots: tr.Robots, Cap: 3}
+	failing := &Transport{Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, errors.New("connection refused") }),
+		Limiter: tr.Limiter, Robots: tr.Robots, Cap: 3}
+	if _, err := getCtx(WithReservation(ctx, r), &http.Client{Transport: failing}, u.String()); err == nil {
+		t.Fatal("want the request's error")
+	}
+	if st, _ := tr.Limiter.Status(ctx, robots.Site(u), 1); st.Holders != 0 {
+		t.Fatalf("after a failed request: %+v, want its permit released", st)
+	}
+	if err := r.Release(ctx); err != nil {
+		t.Fatalf("the owner's release after the transport's: %v", err)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Reserve with a wait waits in the site's line: it gives up after the wait
+// leaving nothing behind, and takes a released slot at once.
+func TestReserveWaits(t *testing.T) {
+	tr, ts := setup(t, 5*time.Second, testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{Concurrency: 1}})
+	ctx := context.Background()
+	u := mustURL(t, ts.Sites()[0].URL+"/p/1")
+	held, err := tr.Reserve(ctx, u, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
-	_, err := other.WaitHandover(ctx, u, 100*time.Millisecond)
+	_, err = tr.Reserve(ctx, u, 100*time.Millisecond)
 	var busy *limiter.BusyError
 	if !errors.As(err, &busy) || !busy.Full || time.Since(start) < 100*time.Millisecond {
 		t.Fatalf("a full site after 100 ms: %v (after %s)", err, time.Since(start))
@@ -230,29 +280,27 @@ func TestWaitHandover(t *testing.T) {
 	if st, err := tr.Limiter.Status(ctx, site, 1); err != nil || st.Waiting != 0 || st.Holders != 1 {
 		t.Fatalf("after giving up: %+v %v, want the holder alone", st, err)
 	}
-	got := make(chan error, 1)
+	got := make(chan *Reservation, 1)
 	go func() {
-		last, err := other.WaitHandover(ctx, u, time.Minute)
-		if err == nil && !last {
-			err = errors.New("the one slot of a Concurrency: 1 site was not the last")
+		r, err := tr.Reserve(ctx, u, time.Minute)
+		if err != nil || !r.LastSlot() {
+			t.Errorf("the waiter: %v (last slot %v)", err, r.LastSlot())
 		}
-		got <- err
+		got <- r
 	}()
 	for st, _ := tr.Limiter.Status(ctx, site, 1); st.Waiting != 1; st, _ = tr.Limiter.Status(ctx, site, 1) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if code, err := get(&http.Client{Transport: tr}, u.String()); err != nil || code != 200 { // uses and releases the slot
+	if code, err := getCtx(WithReservation(ctx, held), &http.Client{Transport: tr}, u.String()); err != nil || code != 200 {
 		t.Fatal(code, err)
 	}
+	held.Release(ctx)
 	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
+	case r := <-got:
+		r.Release(ctx)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the waiter was not handed the released slot")
 	}
-	other.Reclaim(ctx)
 	if st, _ := tr.Limiter.Status(ctx, robots.Site(u), 1); st.Holders != 0 {
 		t.Fatalf("permits left: %+v", st)
 	}
@@ -326,8 +374,8 @@ func robotsWaiting(t *testing.T, site testserver.SiteSpec, fetchTimeout time.Dur
 	tr, ts := setup(t, 5*time.Second, site)
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
-	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: tr}, &robots.CacheOptions{Prefix: keyPrefix(t), UserAgent: "politebot/1.0",
-		FetchTimeout: fetchTimeout})
+	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: &RobotsTransport{Limiter: tr.Limiter, Timeout: fetchTimeout}},
+		&robots.CacheOptions{Prefix: keyPrefix(t), UserAgent: "politebot/1.0", FetchTimeout: fetchTimeout})
 	u := mustURL(t, ts.Sites()[0].URL+"/p/1")
 	held, err := tr.Limiter.AcquireRule(context.Background(), robots.Site(u), limiter.Rule{Limit: 1})
 	if err != nil {

@@ -38,7 +38,8 @@ type CacheOptions struct {
 	RetryMin, RetryMax time.Duration
 	// FetchTimeout bounds the wait for the site's permit and, timed from the
 	// permit, each request of a robots.txt fetch; twice it bounds the whole
-	// fetch, redirects included (default 30s). See the FetchTimeout func.
+	// fetch, redirects included (default 30s). The wait and the request are
+	// the client's transport to bound (fetch.RobotsTransport).
 	FetchTimeout time.Duration
 	// LocalSize bounds the in-process layer (default 10000 robots.txt
 	// policies).
@@ -185,8 +186,8 @@ func (c *Cache) Cached(ctx context.Context, u *url.URL) (Policy, bool, error) {
 
 // NewCache returns a Cache. It does not fail: an invalid prefix is returned
 // by every Policy and Cached call instead. client fetches robots.txt: give it the crawler's
-// permit-taking transport, since a robots.txt fetch is a request to the site
-// too (IsFetch tells the transport which requests these are). A nil client
+// permit-taking transport for robots.txt (fetch.RobotsTransport), since a
+// robots.txt fetch is a request to the site too. A nil client
 // means http.DefaultClient. opts may be nil.
 func NewCache(rdb redis.UniversalClient, client *http.Client, opts *CacheOptions) *Cache {
 	if client == nil {

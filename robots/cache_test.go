@@ -369,13 +369,13 @@ type recordingTransport struct {
 
 func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	rt.mu.Lock()
-	rt.seen = append(rt.seen, fmt.Sprintf("%s fetch=%v ua=%s", req.URL.Path, IsFetch(req.Context()), req.Header.Get("User-Agent")))
+	rt.seen = append(rt.seen, fmt.Sprintf("%s ua=%s", req.URL.Path, req.Header.Get("User-Agent")))
 	rt.mu.Unlock()
 	return http.DefaultTransport.RoundTrip(req)
 }
 
 // The robots.txt fetch, redirect hops included, goes through the client the
-// Cache was given, marked so its transport can tell.
+// Cache was given.
 func TestFetchGoesThroughGivenTransport(t *testing.T) {
 	ctx := ctxT(t)
 	final := &robotsServer{status: 200, body: "User-agent: *\nDisallow: /p/\n"}
@@ -397,14 +397,11 @@ func TestFetchGoesThroughGivenTransport(t *testing.T) {
 		t.Fatalf("%+v %v", p, err)
 	}
 	want := []string{
-		"/robots.txt fetch=true ua=PoliteBot/2.0 (+https://example.invalid)",
-		"/moved/robots.txt fetch=true ua=PoliteBot/2.0 (+https://example.invalid)",
+		"/robots.txt ua=PoliteBot/2.0 (+https://example.invalid)",
+		"/moved/robots.txt ua=PoliteBot/2.0 (+https://example.invalid)",
 	}
 	if strings.Join(rt.seen, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("transport saw:\n%s", strings.Join(rt.seen, "\n"))
-	}
-	if IsFetch(ctx) {
-		t.Fatal("IsFetch true on an ordinary context")
 	}
 }
 
