@@ -1,23 +1,48 @@
 // Package frontier is the crawl queue a fleet of workers shares in Redis.
 //
-// Every URL is admitted once per crawl (normalised, then de-duplicated) and
-// delivered at least once: a worker takes an item for a visibility timeout,
-// and an item whose worker dies is handed to another when it runs out. URLs
-// wait in per-site queues behind a "ready" set scored by when each site may
-// next be tried, so a worker that finds a site full defers the URL and
-// takes one of another site instead of waiting. The crawl is over, for every
-// worker, when nothing is queued and nothing is in flight.
+// Every URL is admitted once per crawl (normalised, then de-duplicated by a
+// 64-bit fingerprint) and delivered at least once: a worker takes an item
+// for a visibility timeout, and an item whose worker dies is handed to
+// another when it runs out. The crawl is over, for every worker, when
+// nothing is queued and nothing is in flight.
 //
-// All of a crawl's keys share one hash tag, so its scripts run on Redis
-// Cluster too (on one node).
+// # Scheduling
+//
+// The frontier hands out only URLs that can be fetched now. URLs wait in
+// per-site queues behind a ready set of the sites that may be tried, scored
+// by when each may next start; among ready sites, workers take turns round
+// robin. The frontier counts each site's items in flight: a site leaves the
+// ready set when they reach its cap (Options.Cap, until a settlement reports
+// the site's own, SiteRule) and comes back the moment one of them settles,
+// or, when its rule has a Delay, that long after. An item handed out again
+// after its visibility timeout frees its slot too. A worker that finds a
+// site full anyway (another crawl, a lease) defers the URL and takes another
+// site's instead of waiting.
+//
+// # Shards
+//
+// A crawl's frontier is split by site over Options.Shards hash tags, fixed
+// when the crawl is created (the first process stores the count in the
+// crawl's meta key; later ones use it). A site's shard is FNV-1a 32 of its
+// name modulo the count. Each shard has its own ready set, items in flight,
+// counts, seen sets and queues, so each script touches one slot and the
+// shards spread over a Redis Cluster's nodes. A worker tries one shard
+// (rotating), and when it has nothing ready, reads all shards at once in
+// one pipelined probe and takes from one that has. Settling an item, queuing
+// the links found on it and taking the next item is one script call of the
+// item's shard (see Settle); links of other shards go in the same round
+// trip.
+//
+// The key layout is the sharded one: keys of crawls from before it are not
+// read.
 package frontier
 
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +63,7 @@ var (
 	holdLua string
 
 	nextScript   = redis.NewScript(commonLua + nextLua)
-	addScript    = redis.NewScript(addLua)
+	addScript    = redis.NewScript(commonLua + addLua)
 	settleScript = redis.NewScript(commonLua + settleLua)
 	holdScript   = redis.NewScript(commonLua + holdLua)
 )
@@ -50,6 +75,9 @@ var (
 	// timeout ran out) before this one settled it.
 	ErrLost = errors.New("frontier: item no longer held")
 )
+
+// MaxShards bounds Options.Shards.
+const MaxShards = 1024
 
 // Options configure a Frontier. A nil *Options, and every zero field, means
 // the default named on the field.
@@ -68,10 +96,19 @@ type Options struct {
 	// MaxDepth drops links deeper than this many hops from a seed (0 = no
 	// limit).
 	MaxDepth int
-	// MaxPages stops admitting URLs after this many (0 = no limit).
+	// MaxPages stops admitting URLs after this many (0 = no limit). A crawl
+	// created with a limit has one shard, where the limit is kept exactly.
 	MaxPages int
 	// TTL is how long an idle crawl's keys stay (default 24h).
 	TTL time.Duration
+	// Shards is how many hash tags the crawl's frontier spreads over
+	// (default 16, at most MaxShards). It is fixed when the crawl is
+	// created: a later process uses the crawl's stored count, whatever it
+	// passes.
+	Shards int
+	// Cap is how many items of one site are handed out at once until a
+	// settlement reports the site's own cap (default 3).
+	Cap int
 }
 
 func (o *Options) get() Options {
@@ -94,6 +131,13 @@ func (o *Options) get() Options {
 	if v.TTL <= 0 {
 		v.TTL = 24 * time.Hour
 	}
+	if v.Shards <= 0 {
+		v.Shards = 16
+	}
+	v.Shards = min(v.Shards, MaxShards)
+	if v.Cap <= 0 {
+		v.Cap = 3
+	}
 	return v
 }
 
@@ -111,15 +155,25 @@ type Frontier struct {
 	rdb redis.UniversalClient
 	o   Options
 	err error // invalid Options: every call fails with it
-	k   struct{ ready, inflight, items, counts, seen, queue, scope string }
+	// meta (the shard count) and scope live in the crawl's own hash tag.
+	meta, scope string
+
+	mu  sync.Mutex // resolving lay
+	lay atomic.Pointer[layout]
+	// cursor rotates Next over the shards.
+	cursor atomic.Uint32
 	// scopeLen is the size of the crawl's scope as Redis last told (see
 	// ScopeLen).
 	scopeLen atomic.Int64
+	// keptAt is when (unix ms) this process last refreshed the TTLs of meta
+	// and scope (see keepCrawl).
+	keptAt atomic.Int64
 }
 
 // New returns the Frontier of crawl opts.Crawl on rdb. If opts.Prefix or
 // opts.Crawl is not a valid key name (keyname.Check), every method of the
-// Frontier fails with that error, which Err returns.
+// Frontier fails with that error, which Err returns. New makes no call to
+// Redis: the first method that needs the crawl's shard count reads it.
 func New(rdb redis.UniversalClient, opts *Options) *Frontier {
 	f := &Frontier{rdb: rdb, o: opts.get()}
 	if err := keyname.Check("prefix", f.o.Prefix); err != nil {
@@ -128,8 +182,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Frontier {
 		f.err = fmt.Errorf("frontier: options: %w", err)
 	}
 	base := f.o.Prefix + ":{crawl:" + f.o.Crawl + "}:"
-	f.k.ready, f.k.inflight, f.k.items, f.k.counts = base+"ready", base+"inflight", base+"items", base+"counts"
-	f.k.seen, f.k.queue, f.k.scope = base+"seen", base+"q:", base+"scope"
+	f.meta, f.scope = base+"meta", base+"scope"
 	return f
 }
 
@@ -137,111 +190,9 @@ func New(rdb redis.UniversalClient, opts *Options) *Frontier {
 // wrapping keyname.ErrInvalid, that all its methods return.
 func (f *Frontier) Err() error { return f.err }
 
-// Options are the frontier's settings, defaults filled in.
+// Options are the frontier's settings, defaults filled in. Shards is what
+// this process asked for; the crawl's own count is in Stats.
 func (f *Frontier) Options() Options { return f.o }
-
-// Add admits the URLs found at depth (0 for seeds), each once per crawl:
-// they are normalised (see Normalize), and those deeper than MaxDepth, past
-// MaxPages, already seen, or not http(s) are dropped. It returns how many
-// were admitted.
-func (f *Frontier) Add(ctx context.Context, depth int, urls ...string) (int, error) {
-	if f.err != nil {
-		return 0, f.err
-	}
-	c := f.addCall(depth, urls, false)
-	if c == nil {
-		return 0, nil
-	}
-	c.run(ctx, f.rdb)
-	return c.added()
-}
-
-// addCall is Add's script call, or nil when there is nothing to admit. With
-// seed, the URLs' sites join the crawl's scope.
-func (f *Frontier) addCall(depth int, urls []string, seed bool) *call {
-	if f.o.MaxDepth > 0 && depth > f.o.MaxDepth {
-		return nil
-	}
-	flag := "0"
-	if seed {
-		flag = "1"
-	}
-	args := []any{f.k.queue, f.o.MaxPages, f.o.TTL.Milliseconds(), flag}
-	for _, raw := range urls {
-		norm, site, err := Normalize(raw)
-		if err != nil {
-			continue
-		}
-		item, _ := json.Marshal(Item{URL: norm, Depth: depth})
-		args = append(args, norm, site, item)
-	}
-	if len(args) == 4 {
-		return nil
-	}
-	return &call{script: addScript, keys: []string{f.k.ready, f.k.seen, f.k.counts, f.k.scope}, args: args}
-}
-
-func (c *call) added() (int, error) {
-	n, err := c.cmd.Int()
-	if err != nil {
-		return 0, fmt.Errorf("frontier: add: %w", err)
-	}
-	return n, nil
-}
-
-// Next takes the next URL of a ready site. When none is ready it returns
-// ErrDone if the crawl is over, or else an *EmptyError saying how long until
-// something may be (a deferred site comes back, or an item in flight could
-// be handed out again).
-func (f *Frontier) Next(ctx context.Context) (Item, error) {
-	if f.err != nil {
-		return Item{}, f.err
-	}
-	c := f.nextCall()
-	c.run(ctx, f.rdb)
-	return f.next(c)
-}
-
-func (f *Frontier) nextCall() *call {
-	return &call{script: nextScript, keys: []string{f.k.ready, f.k.inflight, f.k.items, f.k.counts, f.k.scope},
-		args: []any{f.k.queue, f.o.Visibility.Milliseconds(), f.o.TTL.Milliseconds()}}
-}
-
-// next reads Next's answer, and notes the size of the crawl's scope that
-// came with it.
-func (f *Frontier) next(c *call) (Item, error) {
-	v, err := c.cmd.Slice()
-	if err != nil {
-		return Item{}, fmt.Errorf("frontier: next: %w", err)
-	}
-	if len(v) != 5 {
-		return Item{}, fmt.Errorf("frontier: next: script returned %d values", len(v))
-	}
-	if n, _ := v[4].(int64); n > 0 {
-		f.noteScopeLen(n)
-	}
-	if n, _ := v[0].(int64); n == 1 {
-		var it Item
-		raw, _ := v[3].(string)
-		if err := json.Unmarshal([]byte(raw), &it); err != nil {
-			return Item{}, fmt.Errorf("frontier: next: bad item %q: %w", raw, err)
-		}
-		it.ID, _ = v[1].(string)
-		it.Site, _ = v[2].(string)
-		return it, nil
-	}
-	queued, _ := v[1].(int64)
-	inflight, _ := v[2].(int64)
-	wait, _ := v[3].(int64)
-	if queued <= 0 && inflight == 0 {
-		return Item{}, ErrDone
-	}
-	e := &EmptyError{Queued: queued, InFlight: inflight, Wait: time.Second}
-	if wait >= 0 {
-		e.Wait = time.Duration(wait) * time.Millisecond
-	}
-	return Item{}, e
-}
 
 // EmptyError is Next's answer when no site is ready but the crawl is not over.
 type EmptyError struct {
@@ -253,140 +204,19 @@ func (e *EmptyError) Error() string {
 	return fmt.Sprintf("frontier: nothing ready (%d queued, %d in flight; retry in %s)", e.Queued, e.InFlight, e.Wait)
 }
 
-// Done settles an item as fetched. Its fetch has given a slot of its site
-// back, so a site that Defer kept out as full takes its turn again at once. It
-// returns ErrLost if the item had been handed to another worker meanwhile.
-func (f *Frontier) Done(ctx context.Context, it Item) error {
-	return f.settle(ctx, it, "done", "", 0, false)
-}
-
-// Retry puts a failed item back for another try after delay, or, past
-// MaxAttempts, settles it as failed. It reports whether it was put back.
-func (f *Frontier) Retry(ctx context.Context, it Item, delay time.Duration) (bool, error) {
-	if f.err != nil {
-		return false, f.err
-	}
-	it.Attempts++
-	if it.Attempts >= f.o.MaxAttempts {
-		return false, f.settle(ctx, it, "done", "", 0, true)
-	}
-	raw, _ := json.Marshal(it)
-	return true, f.settle(ctx, it, "tail", string(raw), delay, false)
-}
-
-// Defer puts an item back at the head of its site's queue and keeps the
-// whole site out of Next for delay: the site is full, or asks to wait.
-func (f *Frontier) Defer(ctx context.Context, it Item, delay time.Duration) error {
-	return f.settle(ctx, it, "head", "", delay, false)
-}
-
-// Hold keeps site out of Next for up to d, because its slots are all taken
-// (limiter.Permit.TookLastSlot): workers then try other sites rather than
-// find it full. The first Done of one of its items brings it back. Hold
-// only ever makes a site wait longer, and does nothing to a site with no
-// URLs queued.
+// Hold keeps site out of Next for up to d, because its slots are all taken:
+// workers then try other sites rather than find it full. The first fetch of
+// one of its items that settles brings it back. Hold only ever makes a site
+// wait longer, and does nothing to a site with no URLs queued. The frontier
+// parks a site at its cap by itself, so Hold is rarely needed.
 func (f *Frontier) Hold(ctx context.Context, site string, d time.Duration) error {
-	if f.err != nil {
-		return f.err
+	lay, err := f.layout(ctx)
+	if err != nil {
+		return err
 	}
-	if err := holdScript.Run(ctx, f.rdb, []string{f.k.ready}, site, d.Milliseconds()).Err(); err != nil {
+	sh := lay.of(site)
+	if err := holdScript.Run(ctx, f.rdb, sh.keys, f.args(sh, site, d.Milliseconds())...).Err(); err != nil {
 		return fmt.Errorf("frontier: hold %s: %w", site, err)
 	}
 	return nil
-}
-
-// Release gives an item back untouched, for another worker to take at once
-// (a worker shutting down).
-func (f *Frontier) Release(ctx context.Context, it Item) error {
-	return f.settle(ctx, it, "head", "", 0, false)
-}
-
-func (f *Frontier) settle(ctx context.Context, it Item, how, item string, delay time.Duration, failed bool) error {
-	if f.err != nil {
-		return f.err
-	}
-	c := f.settleCall(it, how, item, delay, failed)
-	c.run(ctx, f.rdb)
-	return c.settled(it, how)
-}
-
-func (f *Frontier) settleCall(it Item, how, item string, delay time.Duration, failed bool) *call {
-	fl := "0"
-	if failed {
-		fl = "1"
-	}
-	return &call{script: settleScript, keys: []string{f.k.ready, f.k.inflight, f.k.items, f.k.counts},
-		args: []any{f.k.queue, it.ID, how, item, delay.Milliseconds(), fl, f.o.TTL.Milliseconds()}}
-}
-
-func (c *call) settled(it Item, how string) error {
-	n, err := c.cmd.Int()
-	if err != nil {
-		return fmt.Errorf("frontier: %s %s: %w", how, it.URL, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("%w: %s", ErrLost, it.URL)
-	}
-	return nil
-}
-
-// Stats are a crawl's counts.
-type Stats struct {
-	Queued, InFlight, Done, Failed, Admitted, Seen int64
-}
-
-// Stats reads the crawl's counts.
-func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
-	if f.err != nil {
-		return Stats{}, f.err
-	}
-	pipe := f.rdb.Pipeline()
-	counts := pipe.HGetAll(ctx, f.k.counts)
-	inflight := pipe.ZCard(ctx, f.k.inflight)
-	seen := pipe.SCard(ctx, f.k.seen)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return Stats{}, fmt.Errorf("frontier: stats: %w", err)
-	}
-	c := counts.Val()
-	num := func(k string) int64 { var n int64; fmt.Sscan(c[k], &n); return n }
-	return Stats{Queued: num("queued"), InFlight: inflight.Val(), Done: num("done"), Failed: num("failed"),
-		Admitted: num("admitted"), Seen: seen.Val()}, nil
-}
-
-// SiteQueue is one site's backlog.
-type SiteQueue struct {
-	Site    string
-	Queued  int64
-	ReadyIn time.Duration // until the site may be tried (0: now)
-}
-
-// Sites lists the sites with queued URLs.
-func (f *Frontier) Sites(ctx context.Context) ([]SiteQueue, error) {
-	if f.err != nil {
-		return nil, f.err
-	}
-	zs, err := f.rdb.ZRangeWithScores(ctx, f.k.ready, 0, -1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("frontier: sites: %w", err)
-	}
-	now, err := f.rdb.Time(ctx).Result()
-	if err != nil {
-		return nil, fmt.Errorf("frontier: sites: %w", err)
-	}
-	pipe := f.rdb.Pipeline()
-	lens := make([]*redis.IntCmd, len(zs))
-	for i, z := range zs {
-		lens[i] = pipe.LLen(ctx, f.k.queue+z.Member.(string))
-	}
-	if len(zs) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("frontier: sites: %w", err)
-		}
-	}
-	out := make([]SiteQueue, len(zs))
-	for i, z := range zs {
-		in := time.Duration(int64(z.Score)-now.UnixMilli()) * time.Millisecond
-		out[i] = SiteQueue{Site: z.Member.(string), Queued: lens[i].Val(), ReadyIn: max(in, 0)}
-	}
-	return out, nil
 }

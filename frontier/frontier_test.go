@@ -148,7 +148,7 @@ func TestAddDedupAndLimits(t *testing.T) {
 
 func TestRoundRobinAcrossSites(t *testing.T) {
 	ctx := ctxT(t)
-	f := newFrontier(t, Options{})
+	f := newFrontier(t, Options{Shards: 1}) // strict turns hold within a shard
 	f.Add(ctx, 0, "http://a.example/1", "http://a.example/2", "http://a.example/3")
 	f.Add(ctx, 0, "http://b.example/1", "http://b.example/2")
 	got := drain(t, ctx, f)
@@ -165,7 +165,7 @@ func TestRoundRobinAcrossSites(t *testing.T) {
 // crawl is not over while it waits.
 func TestDeferDoesNotBlockOtherSites(t *testing.T) {
 	ctx := ctxT(t)
-	f := newFrontier(t, Options{})
+	f := newFrontier(t, Options{Shards: 1})
 	f.Add(ctx, 0, "http://full.example/1", "http://full.example/2", "http://free.example/1", "http://free.example/2")
 	it, _ := f.Next(ctx)
 	if it.Site != "full.example" {
@@ -477,11 +477,21 @@ func TestHold(t *testing.T) {
 	if err := f.Hold(ctx, "idle.example", time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := f.rdb.ZScore(ctx, f.k.ready, "idle.example").Result(); n != 0 {
+	if n, _ := f.rdb.ZScore(ctx, shardOf(t, f, "idle.example").keys[0], "idle.example").Result(); n != 0 {
 		t.Fatal("Hold added a site with nothing queued")
 	}
 	f.Done(ctx, holding)
 	if got, err := nextSoon(ctx, f, 50*time.Millisecond); err != nil || got.Site != "full.example" {
 		t.Fatalf("after a fetch ended: %+v %v", got, err)
 	}
+}
+
+// shardOf is site's shard in f's crawl.
+func shardOf(t testing.TB, f *Frontier, site string) *shard {
+	t.Helper()
+	lay, err := f.layout(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lay.of(site)
 }

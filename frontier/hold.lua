@@ -1,6 +1,6 @@
 -- hold.lua: keep a site out of Next for a while (its slots are all taken).
--- KEYS[1] ready   ARGV[1] site   ARGV[2] ms
+-- KEYS and ARGV[1..5]: see common.lua.   ARGV[6] site   ARGV[7] ms
 -- Only ever moves the site later, and only a site with URLs queued; a
--- fetch of it that ends (settle.lua 'done') brings it back at once.
-redis.call('ZADD', KEYS[1], 'XX', 'GT', now_ms() + tonumber(ARGV[2]), ARGV[1])
+-- fetch of it that ends (settle.lua 'fetched') brings it back at once.
+redis.call('ZADD', KEYS[1], 'XX', 'GT', now + tonumber(ARGV[7]), ARGV[6])
 return 1

@@ -8,10 +8,10 @@ import (
 
 // A crawl's scope is the set of sites whose links it follows: the sites of
 // its seeds, given by whichever processes seeded it. It lives in Redis with
-// the crawl (a SET in the crawl's hash tag, kept as long as its other keys),
+// the crawl (a SET in the crawl's own hash tag, kept as long as its other keys),
 // not in a process's flags, so a worker that joins a crawl without seeds
 // follows the same links as the one that seeded it. It only grows, so its
-// size is its version: Next reports it at no cost, and ScopeLen tells a
+// size is its version: Seed notes it in every shard's counts, Next reports it at no cost, and ScopeLen tells a
 // worker when its copy is out of date.
 
 // Seed admits urls at depth 0, like Add, and adds their sites to the crawl's
@@ -32,14 +32,36 @@ func (f *Frontier) Seed(ctx context.Context, urls ...string) (int, error) {
 	if len(bad) > 0 {
 		return 0, fmt.Errorf("frontier: seed: %w", errors.Join(bad...))
 	}
-	c := f.addCall(0, urls, true)
-	if c == nil {
-		return 0, nil
-	}
-	c.run(ctx, f.rdb)
-	n, err := c.added()
+	lay, err := f.layout(ctx)
 	if err != nil {
+		return 0, err
+	}
+	sites := make([]any, 0, len(urls))
+	for _, u := range urls {
+		_, site, _ := Normalize(u)
+		sites = append(sites, site)
+	}
+	// The scope lives in the crawl's own tag; each shard notes its size in
+	// its counts, for Next to report (ScopeLen).
+	pipe := f.rdb.Pipeline()
+	if len(sites) > 0 {
+		pipe.SAdd(ctx, f.scope, sites...)
+	}
+	size := pipe.SCard(ctx, f.scope)
+	pipe.PExpire(ctx, f.scope, f.o.TTL)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, fmt.Errorf("frontier: seed: %w", err)
+	}
+	f.noteScopeLen(size.Val())
+	quads := f.admission(lay, 0, urls)
+	calls := make([]*call, len(lay.shards))
+	for i, sh := range lay.shards {
+		calls[i] = f.addCall(sh, size.Val(), quads[sh])
+	}
+	f.pipelined(ctx, nil, calls...)
+	n, err := f.added(calls)
+	if err != nil {
+		return n, fmt.Errorf("frontier: seed: %w", err)
 	}
 	return n, nil
 }
@@ -50,7 +72,7 @@ func (f *Frontier) Scope(ctx context.Context) ([]string, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	sites, err := f.rdb.SMembers(ctx, f.k.scope).Result()
+	sites, err := f.rdb.SMembers(ctx, f.scope).Result()
 	if err != nil {
 		return nil, fmt.Errorf("frontier: scope: %w", err)
 	}

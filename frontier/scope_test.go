@@ -61,7 +61,7 @@ func TestInvalidNamesAreRejected(t *testing.T) {
 func TestSeedKeepsTheScopeWithTheCrawl(t *testing.T) {
 	ctx := ctxT(t)
 	f := newFrontier(t, Options{MaxPages: 2, TTL: time.Hour})
-	other := New(f.rdb, &Options{Crawl: f.o.Crawl, TTL: time.Hour}) // a seedless process
+	other := New(f.rdb, &Options{Crawl: f.o.Crawl, TTL: time.Hour, MaxPages: 2}) // a seedless process
 	if sites, err := other.Scope(ctx); err != nil || len(sites) != 0 || other.ScopeLen() != 0 {
 		t.Fatalf("scope before seeding: %q, %v, len %d; want empty", sites, err, other.ScopeLen())
 	}
@@ -83,7 +83,7 @@ func TestSeedKeepsTheScopeWithTheCrawl(t *testing.T) {
 	}
 	// The seed past the page limit still names its site: b.example.
 	want := []string{"a.example", "b.example"}
-	if ttl, err := f.rdb.PTTL(ctx, f.k.scope).Result(); err != nil || ttl <= 0 || ttl > time.Hour {
+	if ttl, err := f.rdb.PTTL(ctx, f.scope).Result(); err != nil || ttl <= 0 || ttl > time.Hour {
 		t.Errorf("scope key TTL %v, %v; want the crawl's (1h)", ttl, err)
 	}
 	if _, err := other.Next(ctx); err != nil {

@@ -1,44 +1,107 @@
--- settle.lua: what becomes of an item in flight.
--- KEYS[1] ready   KEYS[2] inflight   KEYS[3] items   KEYS[4] counts
--- ARGV[1] prefix of site queue keys   ARGV[2] id   ARGV[3] how:
---   'done'   fetched (or given up): counted in done, or in failed with ARGV[6] = '1';
---            when fetched, its site, if deferred, takes its turn again at once
---   'head'   back to the head of its site queue (site busy, or the worker stops),
---            the site not ready for ARGV[5] ms
---   'tail'   back to the tail with a new item json ARGV[4] (a retry), site not
---            ready before ARGV[5] ms unless it already is
--- ARGV[4] item json for 'tail'   ARGV[5] delay ms   ARGV[6] failed flag   ARGV[7] key TTL ms
--- Returns 1, or 0 if the item was no longer ours (handed out again after its
--- visibility timeout).
-local v = redis.call('HGET', KEYS[3], ARGV[2])
-if redis.call('ZREM', KEYS[2], ARGV[2]) == 0 or not v then
-  return 0
-end
-redis.call('HDEL', KEYS[3], ARGV[2])
-local how = ARGV[3]
-local now = now_ms()
-local nl = string.find(v, '\n', 1, true)
-local site = string.sub(v, 1, nl - 1)
-if how == 'done' then
-  redis.call('HINCRBY', KEYS[4], ARGV[6] == '1' and 'failed' or 'done', 1)
-  if ARGV[6] ~= '1' then
-    -- The fetch has just given its site's slot back: a site deferred as
-    -- full takes its turn again now, not when its deferral guessed. LT moves
-    -- only a site deferred past the back of the line, so round robin among
-    -- ready sites stands; the limiter still decides.
-    redis.call('ZADD', KEYS[1], 'XX', 'LT', back_of_line(KEYS[1], now), site)
+-- settle.lua: end one turn of an item in flight, admit the links found on it
+-- that belong to this shard, and take the next item: one call per page.
+-- KEYS and ARGV[1..5]: see common.lua.
+-- ARGV[6] item id   ARGV[7] how:
+--   'fetched', 'skipped'  done (skipped also counted apart); its site's slot
+--                         is free: a site parked at its cap, or deferred as
+--                         full, takes its turn again (after its delay, if any)
+--   'failed'              given up (counted in failed): frees the slot but
+--                         brings no deferred site forward
+--   'retry'               back to the tail as ARGV[8], not before ARGV[9] ms
+--                         unless the site is ready already
+--   'deferred'            back to the head, the site not ready for ARGV[9] ms
+--   'released'            back to the head, the site ready at once
+-- ARGV[8] item json for 'retry'   ARGV[9] delay ms
+-- ARGV[10] the site's cap as the worker applied it (0: keep the known one)
+-- ARGV[11] the site's delay ms (-1: keep the known one)
+-- ARGV[12] '1' to take the next item   ARGV[13..] links: quadruples as in add.lua
+-- Returns {settled (1, or 0 when the item was no longer held), admitted,
+-- scope size, took} and, with took 1 or 0, next.lua's answer.
+
+local function settle(id, how)
+  local v = redis.call('HGET', KEYS[3], id)
+  if redis.call('ZREM', KEYS[2], id) == 0 or not v then
+    return 0
   end
+  redis.call('HDEL', KEYS[3], id)
+  local nl = string.find(v, '\n', 1, true)
+  local site = string.sub(v, 1, nl - 1)
+  local cap, rd, known = rule(site)
+  local rcap, rdelay = tonumber(ARGV[10]), tonumber(ARGV[11])
+  if rcap > 0 or rdelay >= 0 then
+    if rcap > 0 then cap = rcap end
+    if rdelay >= 0 then rd = rdelay end
+    local r = cap .. ' ' .. rd
+    if r ~= known then
+      redis.call('HSET', KEYS[6], site, r)
+      fresh[KEYS[6]] = true
+    end
+  end
+  local f = fly(site, -1)
+  local s = tonumber(redis.call('ZSCORE', KEYS[1], site)) -- nil: nothing queued
+  local q = qkey(site)
+
+  if how == 'fetched' or how == 'skipped' or how == 'failed' then
+    count(how == 'failed' and 'failed' or 'done', 1)
+    if how == 'skipped' then count('skipped', 1) end
+    if not s then
+      if rd > 0 then -- its next URL, when one comes, waits the delay
+        redis.call('HSET', KEYS[7], site, now + rd)
+        fresh[KEYS[7]] = true
+      end
+      return 1
+    end
+    local at
+    if f >= cap then
+      at = PARKED -- a cap lowered below the items in flight: out until enough settle
+    elseif how == 'failed' then
+      if s == PARKED then
+        at = math.max(back_of_line(), now + rd)
+      elseif rd > 0 and s < now + rd then
+        at = now + rd
+      end
+    elseif rd > 0 then
+      at = now + rd -- the next start, a delay after this one settled
+    else
+      -- The fetch has given its site's slot back: a site parked or deferred
+      -- as full takes its turn again now. Only ever earlier, to the back of
+      -- the line, so round robin among ready sites stands.
+      local b = back_of_line()
+      if b < s then at = b end
+    end
+    if at and at ~= s then
+      redis.call('ZADD', KEYS[1], at, site)
+    end
+    return 1
+  end
+
+  count('queued', 1)
+  local n
+  if how == 'retry' then
+    n = redis.call('RPUSH', q, ARGV[8])
+  else
+    n = redis.call('LPUSH', q, string.sub(v, nl + 1))
+  end
+  if n == 1 then
+    fresh[q], fresh[KEYS[1]] = true, true
+  end
+  local at = now + tonumber(ARGV[9])
+  if f >= cap then
+    at = PARKED
+  elseif how == 'retry' then
+    if s and s < PARKED then
+      at = s -- the site's other URLs keep their turn
+    end
+    at = math.max(at, now + rd)
+  end
+  redis.call('ZADD', KEYS[1], at, site)
   return 1
 end
-local q = ARGV[1] .. site
-local at = now + tonumber(ARGV[5])
-if how == 'head' then
-  redis.call('LPUSH', q, string.sub(v, nl + 1))
-  redis.call('ZADD', KEYS[1], at, site)
-else
-  redis.call('RPUSH', q, ARGV[4])
-  redis.call('ZADD', KEYS[1], 'NX', at, site)
+
+local settled = settle(ARGV[6], ARGV[7])
+local added = admit(13)
+if ARGV[12] == '1' then
+  local r = take()
+  return {settled, added, keep(), r[1], r[2], r[3], r[4]}
 end
-redis.call('PEXPIRE', q, tonumber(ARGV[7]))
-redis.call('HINCRBY', KEYS[4], 'queued', 1)
-return 1
+return {settled, added, keep(), -1}

@@ -1,0 +1,169 @@
+package frontier
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Next takes the next URL of a ready site. It tries one shard (each call
+// the next in turn); when that has nothing ready it reads all shards at
+// once and takes from one that has. When none has, it returns ErrDone if
+// the crawl is over, or else an *EmptyError saying how long until something
+// may be (a deferred site comes back, or an item in flight could be handed
+// out again). It costs one round trip when the shard tried has a ready
+// site, and at most three otherwise.
+func (f *Frontier) Next(ctx context.Context) (Item, error) {
+	lay, err := f.layout(ctx)
+	if err != nil {
+		return Item{}, err
+	}
+	sh := lay.shards[int(f.cursor.Add(1)%uint32(len(lay.shards)))]
+	c := f.nextCall(sh)
+	f.pipelined(ctx, nil, c)
+	a, err := f.answer(c)
+	if err != nil {
+		return Item{}, fmt.Errorf("frontier: next: %w", err)
+	}
+	if a.took == 1 {
+		return a.it, nil
+	}
+	return f.elsewhere(ctx, lay, sh, a.empty)
+}
+
+func (f *Frontier) nextCall(sh *shard) *call {
+	return &call{script: nextScript, keys: sh.keys, args: f.args(sh)}
+}
+
+// elsewhere is Next once shard tried has had nothing ready (empty is its
+// answer): it probes every shard and takes from the first, from the
+// cursor on, that has a ready site or an item to hand out again.
+func (f *Frontier) elsewhere(ctx context.Context, lay *layout, tried *shard, empty *EmptyError) (Item, error) {
+	if len(lay.shards) == 1 {
+		if empty.Queued <= 0 && empty.InFlight == 0 {
+			return Item{}, ErrDone
+		}
+		return Item{}, empty
+	}
+	p, err := f.probe(ctx, lay)
+	if err != nil {
+		return Item{}, err
+	}
+	// The ready shard whose first site has waited longest: round robin
+	// across shards as within one; the one just tried only if alone.
+	var pick *shard
+	for _, sh := range lay.shards {
+		if p.readyIn[sh.n] != 0 {
+			continue
+		}
+		if pick == nil || pick == tried || sh != tried && p.first[sh.n] < p.first[pick.n] {
+			pick = sh
+		}
+	}
+	if pick != nil {
+		c := f.nextCall(pick)
+		f.pipelined(ctx, nil, c)
+		a, err := f.answer(c)
+		if err != nil {
+			return Item{}, fmt.Errorf("frontier: next: %w", err)
+		}
+		if a.took == 1 {
+			return a.it, nil
+		}
+		return Item{}, &EmptyError{Queued: p.queued, InFlight: p.inflight, Wait: time.Millisecond} // taken meanwhile
+	}
+	if p.queued <= 0 && p.inflight == 0 {
+		// Seen empty everywhere, but the shards were read one after
+		// another: a settlement may have queued links on a shard read
+		// before it and left its own read after. A second look that finds
+		// the same admissions and still nothing settles it.
+		again, err := f.probe(ctx, lay)
+		if err != nil {
+			return Item{}, err
+		}
+		if again.queued <= 0 && again.inflight == 0 && again.admitted == p.admitted {
+			return Item{}, ErrDone
+		}
+		return Item{}, &EmptyError{Queued: again.queued, InFlight: again.inflight, Wait: time.Millisecond}
+	}
+	return Item{}, &EmptyError{Queued: p.queued, InFlight: p.inflight, Wait: p.wait}
+}
+
+// probed is all shards' state, read at once.
+type probed struct {
+	queued, inflight, admitted int64
+	readyIn                    []time.Duration // by shard: until a site or an item may be handed out (-1: nothing)
+	first                      []float64       // by shard: the score (server ms) of readyIn
+	ready                      int             // shards with readyIn 0
+	wait                       time.Duration   // the soonest readyIn above 0 (1s if none)
+}
+
+// parked is common.lua's PARKED score: a site at its cap.
+const parked = 1e15
+
+// probe reads every shard's first ready score, first visibility deadline,
+// counts of queued and admitted, and items in flight, in one read-only
+// round trip.
+func (f *Frontier) probe(ctx context.Context, lay *layout) (probed, error) {
+	pipe := f.rdb.Pipeline()
+	now := pipe.Time(ctx)
+	type reads struct {
+		ready, deadline *redis.ZSliceCmd
+		counts          *redis.SliceCmd
+		inflight        *redis.IntCmd
+	}
+	rs := make([]reads, len(lay.shards))
+	for i, sh := range lay.shards {
+		rs[i] = reads{
+			ready:    pipe.ZRangeWithScores(ctx, sh.keys[0], 0, 0),
+			deadline: pipe.ZRangeWithScores(ctx, sh.keys[1], 0, 0),
+			counts:   pipe.HMGet(ctx, sh.keys[3], "queued", "admitted", "scope"),
+			inflight: pipe.ZCard(ctx, sh.keys[1]),
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return probed{}, fmt.Errorf("frontier: next: probe: %w", err)
+	}
+	nowMs := float64(now.Val().UnixMilli())
+	p := probed{readyIn: make([]time.Duration, len(lay.shards)), first: make([]float64, len(lay.shards)), wait: -1}
+	for i, r := range rs {
+		soon := -1.0
+		if z := r.ready.Val(); len(z) > 0 && z[0].Score < parked {
+			soon = z[0].Score
+		}
+		if z := r.deadline.Val(); len(z) > 0 && (soon < 0 || z[0].Score < soon) {
+			soon = z[0].Score
+		}
+		p.first[i] = soon
+		c := r.counts.Val()
+		p.queued += num(c[0])
+		p.admitted += num(c[1])
+		f.noteScopeLen(num(c[2]))
+		p.inflight += r.inflight.Val()
+		switch {
+		case soon < 0:
+			p.readyIn[i] = -1
+		case soon <= nowMs:
+			p.ready++
+		default:
+			p.readyIn[i] = time.Duration(soon-nowMs) * time.Millisecond
+			if p.wait < 0 || p.readyIn[i] < p.wait {
+				p.wait = p.readyIn[i]
+			}
+		}
+	}
+	if p.wait < 0 {
+		p.wait = time.Second
+	}
+	return p, nil
+}
+
+// num reads a counter of an HMGET reply (nil: 0).
+func num(v any) int64 {
+	s, _ := v.(string)
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}

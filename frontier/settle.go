@@ -1,0 +1,227 @@
+package frontier
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SiteRule is what a worker applied to a site: the frontier hands out at
+// most Cap of its items at once and, with Delay, the next one only Delay
+// after one settles.
+type SiteRule struct {
+	Cap   int           // 0: keep what the frontier knows
+	Delay time.Duration // 0: none
+}
+
+// Outcome is how an item ends (or not) in Settle.
+type Outcome int
+
+const (
+	Fetched  Outcome = iota + 1 // done: counted in done
+	Skipped                     // done without a usable page (robots.txt, 4xx): counted in done and in skipped
+	Retry                       // failed: back to the tail after Delay; past MaxAttempts settled as failed (Result.Failed)
+	Deferred                    // not fetched (site full at the semaphore): back to the head, its site not handed out for Delay
+	Released                    // not fetched (worker stopping): back to the head at once
+)
+
+// Settlement is the end of one turn of an item.
+type Settlement struct {
+	Item    Item
+	Outcome Outcome
+	Delay   time.Duration // Retry and Deferred
+	Links   []string      // found on the page: admitted at Item.Depth+1 (like Add)
+	// Rule is the site's rule as the worker applied it. A zero Rule keeps
+	// what the frontier knows; otherwise Cap (0: keep) and Delay replace it.
+	Rule SiteRule
+	// Also, when set, queues commands that go to Redis in the same round
+	// trip, before the settlement (a permit's release). The function it
+	// returns runs after that round trip; its error joins Result.Settled.
+	Also func(pipe redis.Pipeliner) (after func() error)
+	// Next takes the next item in the same round trip (its site's shard
+	// first).
+	Next bool
+}
+
+// Result is what Settle did.
+type Result struct {
+	Failed  bool  // Retry past MaxAttempts: settled as failed
+	Settled error // the settlement's failures (ErrLost among them), links' admission and Also's
+	Next    Item  // with Settlement.Next and NextErr nil
+	NextErr error // ErrDone, *EmptyError, or a Redis error
+}
+
+var outcomes = map[Outcome]string{Fetched: "fetched", Skipped: "skipped", Retry: "retry", Deferred: "deferred", Released: "released"}
+
+// Settle ends one turn of an item in one round trip: Also's commands, then
+// one script call on the item's shard that settles it, admits the links of
+// that shard and (with Next) takes the next item there, and an add call for
+// each other shard the links belong to. When the item's shard has nothing
+// ready, Next looks at the other shards as Next does (one or two more round
+// trips). The links are admitted even when the item was no longer held
+// (ErrLost in Settled).
+func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
+	var r Result
+	lay, err := f.layout(ctx)
+	if err != nil {
+		r.Settled = err
+		if s.Next {
+			r.NextErr = err
+		}
+		return r
+	}
+	it := s.Item
+	how, ok := outcomes[s.Outcome]
+	if !ok {
+		r.Settled = fmt.Errorf("frontier: settle %s: unknown outcome %d", it.URL, s.Outcome)
+		if s.Next {
+			r.NextErr = r.Settled
+		}
+		return r
+	}
+	var retried string
+	if s.Outcome == Retry {
+		it.Attempts++
+		if it.Attempts >= f.o.MaxAttempts {
+			how, r.Failed = "failed", true
+		} else {
+			raw, _ := json.Marshal(it)
+			retried = string(raw)
+		}
+	}
+	rcap, rdelay := 0, int64(-1)
+	if s.Rule != (SiteRule{}) {
+		rcap, rdelay = s.Rule.Cap, s.Rule.Delay.Milliseconds()
+	}
+	take := "0"
+	if s.Next {
+		take = "1"
+	}
+	sh := lay.of(it.Site)
+	links := f.admission(lay, it.Depth+1, s.Links)
+	own := &call{script: settleScript, keys: sh.keys,
+		args: append(f.args(sh, it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take), links[sh]...)}
+	// Other shards' links first: on one node, they are queued before the
+	// item stops counting as in flight (see elsewhere's second look).
+	var calls []*call
+	for o, args := range links {
+		if o != sh {
+			calls = append(calls, f.addCall(o, 0, args))
+		}
+	}
+	calls = append(calls, own)
+	after := f.pipelined(ctx, s.Also, calls...)
+	var errs []error
+	for _, c := range calls[:len(calls)-1] {
+		if _, err := f.answer(c); err != nil {
+			errs = append(errs, fmt.Errorf("frontier: add: %w", err))
+		}
+	}
+	a, err := f.answer(own)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("frontier: %s %s: %w", how, it.URL, err))
+		if s.Next {
+			r.NextErr = fmt.Errorf("frontier: next: %w", err)
+		}
+	case !a.settled:
+		errs = append(errs, fmt.Errorf("%w: %s", ErrLost, it.URL))
+	}
+	if after != nil {
+		if err := after(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	r.Settled = errors.Join(errs...)
+	switch {
+	case !s.Next || r.NextErr != nil:
+	case a.took == 1:
+		r.Next = a.it
+	case a.empty != nil:
+		r.Next, r.NextErr = f.elsewhere(ctx, lay, sh, a.empty)
+	default:
+		r.NextErr = fmt.Errorf("frontier: next: no answer")
+	}
+	return r
+}
+
+func (f *Frontier) addCall(sh *shard, scope int64, quads []any) *call {
+	return &call{script: addScript, keys: sh.keys, args: append(f.args(sh, scope), quads...)}
+}
+
+// Add admits the URLs found at depth (0 for seeds), each once per crawl:
+// they are normalised (see Normalize), and those deeper than MaxDepth, past
+// MaxPages, already seen, or not http(s) are dropped. It returns how many
+// were admitted. It is one round trip, one script call per shard.
+func (f *Frontier) Add(ctx context.Context, depth int, urls ...string) (int, error) {
+	lay, err := f.layout(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var calls []*call
+	for sh, quads := range f.admission(lay, depth, urls) {
+		calls = append(calls, f.addCall(sh, 0, quads))
+	}
+	if len(calls) == 0 {
+		return 0, nil
+	}
+	f.pipelined(ctx, nil, calls...)
+	return f.added(calls)
+}
+
+func (f *Frontier) added(calls []*call) (int, error) {
+	n := 0
+	var errs []error
+	for _, c := range calls {
+		a, err := f.answer(c)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("frontier: add: %w", err))
+		}
+		n += a.added
+	}
+	return n, errors.Join(errs...)
+}
+
+// Done settles an item as fetched. Its fetch has given a slot of its site
+// back, so a site at its cap, or deferred as full, takes its turn again at
+// once. It returns ErrLost if the item had been handed to another worker
+// meanwhile.
+func (f *Frontier) Done(ctx context.Context, it Item) error {
+	return f.Settle(ctx, Settlement{Item: it, Outcome: Fetched}).Settled
+}
+
+// Retry puts a failed item back for another try after delay, or, past
+// MaxAttempts, settles it as failed. It reports whether it was put back.
+func (f *Frontier) Retry(ctx context.Context, it Item, delay time.Duration) (bool, error) {
+	r := f.Settle(ctx, Settlement{Item: it, Outcome: Retry, Delay: delay})
+	if r.Settled != nil {
+		return false, r.Settled
+	}
+	return !r.Failed, nil
+}
+
+// Defer puts an item back at the head of its site's queue and keeps the
+// whole site out of Next for delay: the site is full, or asks to wait.
+func (f *Frontier) Defer(ctx context.Context, it Item, delay time.Duration) error {
+	return f.Settle(ctx, Settlement{Item: it, Outcome: Deferred, Delay: delay}).Settled
+}
+
+// Release gives an item back untouched, for another worker to take at once
+// (a worker shutting down).
+func (f *Frontier) Release(ctx context.Context, it Item) error {
+	return f.Settle(ctx, Settlement{Item: it, Outcome: Released}).Settled
+}
+
+// DoneNext is what a worker does after a fetch, in one round trip: it
+// admits the links found on it (Add, at it.Depth+1), settles it as fetched
+// (Done), and takes the next item (Next): Settle with Fetched and Next.
+// settled reports Add's and Done's failures (ErrLost among them); next and
+// err are Next's answer.
+func (f *Frontier) DoneNext(ctx context.Context, it Item, links []string) (next Item, settled, err error) {
+	r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Links: links, Next: true})
+	return r.Next, r.Settled, r.NextErr
+}

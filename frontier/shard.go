@@ -1,0 +1,220 @@
+package frontier
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// layout is a crawl's shards, as stored when the crawl was created.
+type layout struct {
+	shards []*shard
+}
+
+// shard is one hash tag's keys: common.lua names them. Its tag is
+// "s<n>/crawl:<crawl>", which can equal neither another shard's tag (the
+// digits end at the first '/') nor a crawl's own tag "crawl:<crawl>"; a
+// crawl name has no braces, so the tag is the whole text between them.
+type shard struct {
+	n    int
+	base string   // prefix of the shard's keys: queues, seen buckets
+	keys []string // ready, inflight, items, counts, fly, rules, after
+}
+
+// seenBuckets is how many seen SETs a shard splits its fingerprints over,
+// so each stays a compact intset (set-max-intset-entries, 512 by default)
+// up to about 2 M URLs per 16 shards.
+const seenBuckets = 256
+
+func newShard(o Options, n int) *shard {
+	base := o.Prefix + ":{s" + strconv.Itoa(n) + "/crawl:" + o.Crawl + "}:"
+	sh := &shard{n: n, base: base}
+	for _, k := range []string{"ready", "inflight", "items", "counts", "fly", "rules", "after"} {
+		sh.keys = append(sh.keys, base+k)
+	}
+	return sh
+}
+
+// of is site's shard: FNV-1a 32 of its name modulo the shard count.
+func (l *layout) of(site string) *shard {
+	h := fnv.New32a()
+	h.Write([]byte(site))
+	return l.shards[h.Sum32()%uint32(len(l.shards))]
+}
+
+// fingerprint is what the seen sets keep of a normalised URL: FNV-1a 64 as
+// a decimal int64 (an intset member), and the bucket it goes in.
+func fingerprint(norm string) (fp, bucket string) {
+	h := fnv.New64a()
+	h.Write([]byte(norm))
+	v := h.Sum64()
+	return strconv.FormatInt(int64(v), 10), strconv.Itoa(int(v >> 56))
+}
+
+// layout is the crawl's shards. The first call of a process reads the
+// crawl's shard count, storing Options.Shards (1 with MaxPages) if the
+// crawl has none yet; it is then fixed for the Frontier's life.
+func (f *Frontier) layout(ctx context.Context) (*layout, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	if l := f.lay.Load(); l != nil {
+		return l, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l := f.lay.Load(); l != nil {
+		return l, nil
+	}
+	n := f.o.Shards
+	if f.o.MaxPages > 0 {
+		n = 1
+	}
+	pipe := f.rdb.Pipeline()
+	pipe.HSetNX(ctx, f.meta, "shards", n)
+	get := pipe.HGet(ctx, f.meta, "shards")
+	pipe.PExpire(ctx, f.meta, f.o.TTL)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("frontier: crawl %s: shard count: %w", f.o.Crawl, err)
+	}
+	stored, err := get.Int()
+	if err != nil || stored < 1 || stored > MaxShards {
+		return nil, fmt.Errorf("frontier: crawl %s: bad shard count %q: %v", f.o.Crawl, get.Val(), err)
+	}
+	l := &layout{}
+	for i := range stored {
+		l.shards = append(l.shards, newShard(f.o, i))
+	}
+	f.lay.Store(l)
+	f.keptAt.Store(time.Now().UnixMilli())
+	return l, nil
+}
+
+// args are a shard script's ARGV: common.lua's, then more.
+func (f *Frontier) args(sh *shard, more ...any) []any {
+	return append([]any{sh.base, f.o.TTL.Milliseconds(), f.o.Visibility.Milliseconds(), f.o.Cap, f.o.MaxPages}, more...)
+}
+
+// keepCrawl queues on pipe a refresh of the TTLs of the crawl's own keys
+// (meta, scope), at most once a minute per process: the shards' scripts
+// keep their own keys, but cannot reach these (another slot).
+func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) {
+	now, last := time.Now().UnixMilli(), f.keptAt.Load()
+	every := min(time.Minute, f.o.TTL/4).Milliseconds()
+	if now-last < every || !f.keptAt.CompareAndSwap(last, now) {
+		return
+	}
+	pipe.PExpire(ctx, f.meta, f.o.TTL)
+	pipe.PExpire(ctx, f.scope, f.o.TTL)
+}
+
+// admission is the add.lua quadruples of URLs, by shard.
+func (f *Frontier) admission(lay *layout, depth int, urls []string) map[*shard][]any {
+	if f.o.MaxDepth > 0 && depth > f.o.MaxDepth {
+		return nil
+	}
+	var by map[*shard][]any
+	for _, raw := range urls {
+		norm, site, err := Normalize(raw)
+		if err != nil {
+			continue
+		}
+		item, _ := json.Marshal(Item{URL: norm, Depth: depth})
+		fp, b := fingerprint(norm)
+		if by == nil {
+			by = map[*shard][]any{}
+		}
+		sh := lay.of(site)
+		by[sh] = append(by[sh], fp, b, site, string(item))
+	}
+	return by
+}
+
+// call is one script call, run on its own or queued on a pipeline.
+type call struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+	cmd    *redis.Cmd
+}
+
+// run runs the call on its own: EVALSHA, or EVAL when Redis does not know
+// the script.
+func (c *call) run(ctx context.Context, s redis.Scripter) {
+	c.cmd = c.script.Run(ctx, s, c.keys, c.args...)
+}
+
+// pipelined runs, in one round trip, the commands also queues (if not nil)
+// and then calls. On a Cluster the pipeline goes to each node at once, in
+// order within a node. A call that finds Redis without its script
+// (restarted, or SCRIPT FLUSH) did nothing, and runs again on its own, in
+// order, after the others. It returns what also returned.
+func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) func() error, calls ...*call) (after func() error) {
+	pipe := f.rdb.Pipeline()
+	if also != nil {
+		after = also(pipe)
+	}
+	f.keepCrawl(ctx, pipe)
+	for _, c := range calls {
+		c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	pipe.Exec(ctx) // each command's outcome is in its cmd
+	for _, c := range calls {
+		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			c.run(ctx, f.rdb)
+		}
+	}
+	return after
+}
+
+// answer is a shard script's reply (see settle.lua).
+type answer struct {
+	settled bool
+	added   int
+	took    int64 // 1: it, 0: empty, -1: not asked
+	it      Item
+	empty   *EmptyError
+}
+
+func (f *Frontier) answer(c *call) (answer, error) {
+	v, err := c.cmd.Slice()
+	if err != nil {
+		return answer{}, err
+	}
+	if len(v) < 4 {
+		return answer{}, fmt.Errorf("script returned %d values", len(v))
+	}
+	var a answer
+	settled, _ := v[0].(int64)
+	added, _ := v[1].(int64)
+	scope, _ := v[2].(int64)
+	a.settled, a.added, a.took = settled == 1, int(added), -1
+	f.noteScopeLen(scope)
+	if took, _ := v[3].(int64); len(v) == 7 {
+		a.took = took
+	}
+	switch a.took {
+	case 1:
+		raw, _ := v[6].(string)
+		if err := json.Unmarshal([]byte(raw), &a.it); err != nil {
+			return a, fmt.Errorf("bad item %q: %w", raw, err)
+		}
+		a.it.ID, _ = v[4].(string)
+		a.it.Site, _ = v[5].(string)
+	case 0:
+		queued, _ := v[4].(int64)
+		inflight, _ := v[5].(int64)
+		wait, _ := v[6].(int64)
+		a.empty = &EmptyError{Queued: queued, InFlight: inflight, Wait: time.Second}
+		if wait >= 0 {
+			a.empty.Wait = time.Duration(wait) * time.Millisecond
+		}
+	}
+	return a, nil
+}

@@ -1,0 +1,139 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Stats are a crawl's counts, summed over its shards.
+type Stats struct {
+	Queued, InFlight, Done, Failed, Admitted, Seen int64
+	Skipped                                        int64 // of Done: settled as Skipped
+	Shards                                         int   // the crawl's shard count
+}
+
+// Stats reads the crawl's counts, in one round trip.
+func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
+	lay, err := f.layout(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	pipe := f.rdb.Pipeline()
+	counts := make([]*redis.MapStringStringCmd, len(lay.shards))
+	inflight := make([]*redis.IntCmd, len(lay.shards))
+	for i, sh := range lay.shards {
+		counts[i] = pipe.HGetAll(ctx, sh.keys[3])
+		inflight[i] = pipe.ZCard(ctx, sh.keys[1])
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Stats{}, fmt.Errorf("frontier: stats: %w", err)
+	}
+	st := Stats{Shards: len(lay.shards)}
+	for i := range lay.shards {
+		c := counts[i].Val()
+		n := func(k string) int64 { v, _ := strconv.ParseInt(c[k], 10, 64); return v }
+		st.Queued += n("queued")
+		st.Done += n("done")
+		st.Failed += n("failed")
+		st.Admitted += n("admitted")
+		st.Seen += n("seen")
+		st.Skipped += n("skipped")
+		st.InFlight += inflight[i].Val()
+	}
+	return st, nil
+}
+
+// SiteQueue is one site's backlog.
+type SiteQueue struct {
+	Site    string
+	Queued  int64
+	ReadyIn time.Duration // until the site may be tried (0: now, or when Full)
+	// Full is a site whose items in flight are at its cap: it is ready
+	// again when one of them settles.
+	Full bool
+}
+
+// Sites lists the sites with queued URLs, those at their cap among them.
+func (f *Frontier) Sites(ctx context.Context) ([]SiteQueue, error) {
+	lay, err := f.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pipe := f.rdb.Pipeline()
+	now := pipe.Time(ctx)
+	ready := make([]*redis.ZSliceCmd, len(lay.shards))
+	for i, sh := range lay.shards {
+		ready[i] = pipe.ZRangeWithScores(ctx, sh.keys[0], 0, -1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("frontier: sites: %w", err)
+	}
+	var out []SiteQueue
+	pipe = f.rdb.Pipeline()
+	var lens []*redis.IntCmd
+	for i, sh := range lay.shards {
+		for _, z := range ready[i].Val() {
+			site := z.Member.(string)
+			q := SiteQueue{Site: site, Full: z.Score >= parked}
+			if !q.Full {
+				q.ReadyIn = max(time.Duration(int64(z.Score)-now.Val().UnixMilli())*time.Millisecond, 0)
+			}
+			out = append(out, q)
+			lens = append(lens, pipe.LLen(ctx, sh.base+"q:"+site))
+		}
+	}
+	if len(out) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("frontier: sites: %w", err)
+		}
+	}
+	for i := range out {
+		out[i].Queued = lens[i].Val()
+	}
+	return out, nil
+}
+
+// Footprint is the memory the crawl's seen sets take in Redis.
+type Footprint struct{ Keys, Bytes, URLs int64 }
+
+// SeenFootprint measures it (MEMORY USAGE of every seen key, all of its
+// members counted), in one round trip; URLs is Stats.Seen.
+func (f *Frontier) SeenFootprint(ctx context.Context) (Footprint, error) {
+	lay, err := f.layout(ctx)
+	if err != nil {
+		return Footprint{}, err
+	}
+	pipe := f.rdb.Pipeline()
+	var use []*redis.IntCmd
+	seen := make([]*redis.StringCmd, len(lay.shards))
+	for i, sh := range lay.shards {
+		seen[i] = pipe.HGet(ctx, sh.keys[3], "seen")
+		for b := range seenBuckets {
+			use = append(use, pipe.MemoryUsage(ctx, sh.base+"seen:"+strconv.Itoa(b), 0))
+		}
+	}
+	pipe.Exec(ctx)
+	var fp Footprint
+	for _, c := range use {
+		switch n, err := c.Result(); {
+		case err == nil:
+			fp.Keys++
+			fp.Bytes += n
+		case !errors.Is(err, redis.Nil):
+			return Footprint{}, fmt.Errorf("frontier: seen footprint: %w", err)
+		}
+	}
+	for _, c := range seen {
+		n, err := c.Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Footprint{}, fmt.Errorf("frontier: seen footprint: %w", err)
+		}
+		fp.URLs += n
+	}
+	return fp, nil
+}
