@@ -215,3 +215,29 @@ func TestCrawlVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// Uncontended keeps its two baselines apart from what it counts: the
+// back-to-back PINGs add no round trips or commands to a pair (atomic is
+// one round trip each way), and each ratio divides by its own baseline.
+func TestUncontendedBaselines(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := srv.WaitUptime(12 * time.Second); err != nil { // the limiter's restart guard
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	row, err := uncontended(ctx, srv.Addr, AlgAtomic, "bench:u", 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.RoundTrips < 1.9 || row.RoundTrips > 2.1 {
+		t.Errorf("atomic: %.2f round trips per pair, want 2", row.RoundTrips)
+	}
+	if row.BackToBack <= 0 || row.RatioB2B != float64(row.P50)/float64(row.BackToBack) || row.Ratio != float64(row.P50)/float64(row.TwoPingP50) {
+		t.Errorf("row %+v: ratios not against their own baselines", row)
+	}
+}
