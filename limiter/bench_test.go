@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/polite-crawler/polite/internal/redisinfo"
 )
 
 // p50 returns the median of ds (sorted in place).
@@ -142,5 +146,108 @@ func BenchmarkHotSite(b *testing.B) {
 				b.ReportMetric(100*rate*meanHold.Seconds()/limit, "pct-ideal")
 			}
 		})
+	}
+}
+
+// redisUsage is what a Redis server has spent so far: CPU time of its main
+// thread (used_cpu_user_main_thread + used_cpu_sys_main_thread), and from
+// INFO commandstats the calls of every command (those run by scripts
+// included) and the µs spent in scripts (EVAL and EVALSHA, their inner
+// commands included).
+type redisUsage struct {
+	cpu, scriptUsec, calls float64
+}
+
+func readUsage(tb testing.TB, rdb *redis.Client) redisUsage {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "cpu", "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var u redisUsage
+	f := redisinfo.Fields(info)
+	for _, name := range []string{"used_cpu_user_main_thread", "used_cpu_sys_main_thread"} {
+		v, err := strconv.ParseFloat(f[name], 64)
+		if err != nil {
+			tb.Fatalf("INFO cpu %s: %v", name, err)
+		}
+		u.cpu += v * 1e6
+	}
+	for name, v := range f {
+		cmd, ok := strings.CutPrefix(name, "cmdstat_")
+		if !ok || cmd == "info" {
+			continue
+		}
+		for kv := range strings.SplitSeq(v, ",") {
+			k, val, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseFloat(val, 64)
+			switch {
+			case k == "calls":
+				u.calls += n
+			case k == "usec" && (cmd == "evalsha" || cmd == "eval"):
+				u.scriptUsec += n
+			}
+		}
+	}
+	return u
+}
+
+// BenchmarkRedisCPU: what one acquire+release pair costs Redis, uncontended
+// (one goroutine, one site) and on a hot site (16 goroutines, limit 3, 200 µs
+// holds): redis-cpu-µs is the server's main-thread CPU per pair (I/O
+// included), script-µs the time INFO commandstats puts in EVAL/EVALSHA per
+// pair, cmds the Redis commands per pair (those inside scripts included).
+// Run it alone (it reads the whole server's counters), e.g.
+//
+//	go test ./limiter -run '^$' -bench RedisCPU -benchtime 4000x
+func BenchmarkRedisCPU(b *testing.B) {
+	for _, hot := range []bool{false, true} {
+		for _, mode := range []Mode{ModeLocked, ModeAtomic} {
+			name := "solo/" + mode.String()
+			if hot {
+				name = "hot/" + mode.String()
+			}
+			b.Run(name, func(b *testing.B) {
+				workers, limit, hold := 1, 3, time.Duration(0)
+				if hot {
+					workers, hold = 16, 200*time.Microsecond
+				}
+				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: workers + 4})
+				defer rdb.Close()
+				l := newLimiter(b, rdb, Options{Mode: mode})
+				ctx := context.Background()
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				before := readUsage(b, rdb)
+				b.ResetTimer()
+				for g := 0; g < workers; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for next.Add(1) <= int64(b.N) {
+							p, err := l.Acquire(ctx, "cpu.example", limit)
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							if hold > 0 {
+								time.Sleep(hold)
+							}
+							if err := p.Release(ctx); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				after := readUsage(b, rdb)
+				n := float64(b.N)
+				b.ReportMetric((after.cpu-before.cpu)/n, "redis-cpu-µs")
+				b.ReportMetric((after.scriptUsec-before.scriptUsec)/n, "script-µs")
+				b.ReportMetric((after.calls-before.calls)/n, "cmds")
+			})
+		}
 	}
 }

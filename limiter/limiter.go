@@ -241,7 +241,18 @@ func (l *Limiter) check(ctx context.Context, k keys, id string, rule Rule) (outc
 // removal lets in are told over pub/sub; those in this process are also told
 // here at once, which saves them the trip through Redis.
 func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held bool) (bool, error) {
-	v, err := releaseScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(rule.Delay), flag(held), k.wake, ms(l.keyTTL(rule))).Slice()
+	v, err := releaseScript.Run(ctx, l.rdb, k.all(), l.leaveArgs(k, id, rule, held)...).Slice()
+	return l.left(k, rule, v, err)
+}
+
+// leaveArgs are release.lua's ARGV for removing id.
+func (l *Limiter) leaveArgs(k keys, id string, rule Rule, held bool) []any {
+	return []any{id, rule.Limit, ms(l.opts.lease()), ms(rule.Delay), flag(held), k.wake, ms(l.keyTTL(rule))}
+}
+
+// left reads release.lua's reply (v, err), wakes the local waiters it names
+// and reports whether the entry was still there.
+func (l *Limiter) left(k keys, rule Rule, v []any, err error) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("limiter: release %s: %w", k.site, err)
 	}

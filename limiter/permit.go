@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Permit is one slot of a site's semaphore, held until Release or until it is
@@ -234,13 +236,62 @@ func (p *Permit) keepAlive(ctx context.Context, end chan struct{}) {
 // work even when ctx is already cancelled (a stopped crawl must still give its
 // slots back), then with a 2 s limit of its own.
 func (p *Permit) Release(ctx context.Context) error {
-	if p == nil {
+	if !p.stop() {
 		return nil
+	}
+	ctx, cancel := releaseCtx(ctx)
+	defer cancel()
+	return p.settle(p.l.leave(ctx, p.k, p.id, p.rule, true))
+}
+
+// ReleaseOn is Release sent on pipe, so that it shares a round trip with
+// other commands (the frontier's settlement): it queues the release on pipe
+// and returns after, to call once pipe has been executed; after returns what
+// Release would (nil, ErrPermitLost, or a Redis error). Until after is
+// called the permit counts as released for everything else (KeepAlive stops,
+// Release and ReleaseOn do nothing). On a permit already released it queues
+// nothing and after returns nil.
+//
+// pipe may come from a *redis.Client or a *redis.ClusterClient (the release
+// goes to the site's node) and is best a plain pipeline, not a transaction.
+// The release is one EVALSHA; when the node does not have the script (it
+// restarted, or SCRIPT FLUSH), after runs it alone, a round trip more. after
+// wakes the waiters of this process the release lets in, as Release does; it
+// may be called more than once and returns the same result. Called before
+// pipe was executed, it returns an error and the slot frees itself when the
+// lease runs out.
+func (p *Permit) ReleaseOn(ctx context.Context, pipe redis.Pipeliner) (after func() error) {
+	if !p.stop() {
+		return func() error { return nil }
+	}
+	args := p.l.leaveArgs(p.k, p.id, p.rule, true)
+	cmd := releaseScript.EvalSha(ctx, pipe, p.k.all(), args...)
+	return sync.OnceValue(func() error {
+		v, err := cmd.Slice()
+		switch {
+		case cmd.Err() == nil && cmd.Val() == nil:
+			err = errNotExecuted
+		case redis.HasErrorPrefix(err, "NOSCRIPT"):
+			ctx, cancel := releaseCtx(ctx)
+			defer cancel()
+			v, err = releaseScript.Run(ctx, p.l.rdb, p.k.all(), args...).Slice()
+		}
+		return p.settle(p.l.left(p.k, p.rule, v, err))
+	})
+}
+
+var errNotExecuted = errors.New("the pipeline was not executed")
+
+// stop marks the permit released, stops its fence and its keep-alive, and
+// reports whether it was held until now (false on nil or released).
+func (p *Permit) stop() bool {
+	if p == nil {
+		return false
 	}
 	p.mu.Lock()
 	if p.released {
 		p.mu.Unlock()
-		return nil
+		return false
 	}
 	p.released = true
 	p.fence.Stop()
@@ -250,12 +301,12 @@ func (p *Permit) Release(ctx context.Context) error {
 		keeper()
 		<-keeperEnd
 	}
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-	}
-	present, err := p.l.leave(ctx, p.k, p.id, p.rule, true)
+	return true
+}
+
+// settle turns what the release found (whether the entry was still there,
+// or a Redis error) into Release's result.
+func (p *Permit) settle(present bool, err error) error {
 	if err != nil {
 		return err
 	}
@@ -264,4 +315,13 @@ func (p *Permit) Release(ctx context.Context) error {
 		return ErrPermitLost
 	}
 	return nil
+}
+
+// releaseCtx is ctx, or when ctx is already done a context that is not,
+// limited to 2 s: a stopped crawl must still give its slots back.
+func releaseCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() != nil {
+		return context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	}
+	return ctx, func() {}
 }
