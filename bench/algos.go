@@ -95,10 +95,10 @@ func (h *bookHolder) close() {}
 // tokenKey is the Redis list that holds a site's tokens for AlgTokenList.
 func tokenKey(prefix, site string) string { return prefix + ":{" + site + "}:tokens" }
 
-// FillTokens makes a site's token list for AlgTokenList: it replaces
+// fillTokens makes a site's token list for AlgTokenList: it replaces
 // whatever the key held with exactly limit tokens, which expire after ttl
 // (longer than the run: BLPOP and RPUSH do not renew it).
-func FillTokens(ctx context.Context, rdb redis.Cmdable, prefix, site string, limit int, ttl time.Duration) error {
+func fillTokens(ctx context.Context, rdb redis.Cmdable, prefix, site string, limit int, ttl time.Duration) error {
 	key := tokenKey(prefix, site)
 	tokens := make([]any, limit)
 	for i := range tokens {

@@ -33,11 +33,11 @@ func TestTokenList(t *testing.T) {
 	if err := rdb.RPush(ctx, key, "stale", "stale", "stale", "stale", "stale").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := FillTokens(ctx, rdb, prefix, site, limit, time.Minute); err != nil {
+	if err := fillTokens(ctx, rdb, prefix, site, limit, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := rdb.LRange(ctx, key, 0, -1).Result(); strings.Join(got, ",") != "t0,t1,t2" {
-		t.Fatalf("list after FillTokens: %q", got)
+		t.Fatalf("list after fillTokens: %q", got)
 	}
 	if ttl, _ := rdb.PTTL(ctx, key).Result(); ttl <= 0 || ttl > time.Minute {
 		t.Errorf("TTL %s, want (0, 1m]", ttl)
@@ -86,7 +86,7 @@ func TestTokenList(t *testing.T) {
 
 	// All tokens taken: a waiter blocks, then leaves at its deadline (a
 	// BLPOP never blocks past it) or when cancelled (within maxBlock).
-	if err := FillTokens(ctx, rdb, prefix, site, limit, time.Minute); err != nil {
+	if err := fillTokens(ctx, rdb, prefix, site, limit, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < limit; i++ {
@@ -166,7 +166,7 @@ func TestRelateToTokens(t *testing.T) {
 func TestRelateToColly(t *testing.T) {
 	rows := []CrawlRow{{Name: "polite locked, 1 process(es)", Mode: "locked", Steady: 1140},
 		{Name: "colly alone, 4 process(es)", Procs: 4, Steady: 4000}, {Name: "colly alone, 1 process(es)", Procs: 1, Steady: 1200}}
-	RelateToColly(rows)
+	relateToColly(rows)
 	if rows[0].VsColly != 0.95 || rows[2].VsColly != 1 {
 		t.Errorf("ratios %v, %v; want 0.95, 1", rows[0].VsColly, rows[2].VsColly)
 	}

@@ -220,10 +220,10 @@ func Utilisation(ctx context.Context, s CrawlSpec, procsList []int, totalWorkers
 	return rows, nil
 }
 
-// RelateToColly sets every row's VsColly from the one-process colly-alone
+// relateToColly sets every row's VsColly from the one-process colly-alone
 // row among them, the in-process optimum that keeps the cap (colly in
 // several processes fetches every page once per process: no reference).
-func RelateToColly(rows []CrawlRow) {
+func relateToColly(rows []CrawlRow) {
 	i := slices.IndexFunc(rows, func(r CrawlRow) bool { return strings.HasPrefix(r.Name, "colly") && r.Procs == 1 })
 	if i < 0 || rows[i].Steady == 0 {
 		return

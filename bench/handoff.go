@@ -60,7 +60,7 @@ func HotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
 		prefix := fmt.Sprintf("bench:h%d", i)
 		if alg == AlgTokenList { // a fresh list of exactly Limit tokens, whatever an earlier run left
 			prefix = fmt.Sprintf("bench:h%d:%d", i, time.Now().UnixNano())
-			if err := FillTokens(ctx, rdb, prefix, hotSite, spec.Limit, spec.Duration+time.Minute); err != nil {
+			if err := fillTokens(ctx, rdb, prefix, hotSite, spec.Limit, spec.Duration+time.Minute); err != nil {
 				return nil, err
 			}
 		}

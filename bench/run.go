@@ -38,10 +38,10 @@ type Report struct {
 	Quick       bool
 	Uncontended []LatencyRow
 	Throughput  []ThroughputRow // the PING baseline first
-	HotSite     []HandoffRow
+	HotSite     []HandoffRow    // in HotSiteAlgorithms order: the token list first
 	HotSpec     HotSiteSpec
 	Footprint   *Footprint
-	Crawl       []CrawlRow
+	Crawl       []CrawlRow // polite rows by processes and mode, then colly alone
 	CrawlSpec   CrawlSpec
 	Scale       []CrawlRow
 	Burst       []BurstRow
@@ -148,7 +148,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 			r.Crawl = append(r.Crawl, row)
 		}
-		RelateToColly(r.Crawl)
+		relateToColly(r.Crawl)
 	}
 	if on("scale") {
 		sites, workers := []int{10, 100, 1000}, []int{1, 4, 16, 64}

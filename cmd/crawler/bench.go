@@ -26,8 +26,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(bench.Sections, ",")+" (default all)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: crawler bench [--quick] [--out DIR] [--only SECTIONS] [--redis HOST:PORT]")
-		fmt.Fprintln(stderr, "\nMeasures the limiter against its physical limit (PING) and against Redis in Action's")
-		fmt.Fprintln(stderr, "semaphores, and the crawler against the sites' ideal and against colly alone, all in one run")
+		fmt.Fprintln(stderr, "\nMeasures the limiter against its physical limits (PINGs; a BLPOP/RPUSH token list on a hot")
+		fmt.Fprintln(stderr, "site) and against Redis in Action's semaphores, and the crawler against the sites' ideal and")
+		fmt.Fprintln(stderr, "against colly alone, all in one run")
 		fmt.Fprintln(stderr, "on this machine, and writes DIR/BENCHMARKS.md with SVG charts in DIR/"+bench.ChartsDir+". It needs")
 		fmt.Fprintln(stderr, "redis-server on PATH unless --redis is given. Exits 1 if our limiter ever let a site see more")
 		fmt.Fprintln(stderr, "than its cap. A full run takes a few minutes; --quick under a minute.\n\nFlags:")
@@ -104,7 +105,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "  robots      %s: %s per check (goal ≤ %s)\n", x.Name, x.PerCheck.Round(time.Microsecond), bench.RobotsGoal)
 	}
 	if !r.SafetyHeld() {
-		return errors.New("our limiter let a site see more than its cap: see the report")
+		return errors.New("our limiter (or the token-list anchor) let a site see more than its cap: see the report")
 	}
 	return nil
 }
