@@ -29,22 +29,33 @@ local function qkey(site)
   return base .. 'q:' .. site
 end
 
+-- Scores are server ms. A site is ready when its score is at most now +
+-- SOON: round-robin places (below) are fractions of a millisecond past now,
+-- real waits whole milliseconds.
+local SOON = 0.5
+
 -- The score that puts a site behind every site that is ready or was just
 -- served, even within the same millisecond (ties would go by name): the
--- back of the round-robin line.
+-- back of the round-robin line. When no site has been served this
+-- millisecond, that is now.
 local function back_of_line()
-  local at = now + 1
-  local last = redis.call('ZREVRANGEBYSCORE', KEYS[1], now + 1, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  if last[2] and tonumber(last[2]) >= at then
-    at = tonumber(last[2]) + 1
+  local last = redis.call('ZREVRANGEBYSCORE', KEYS[1], now + SOON, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if last[2] and tonumber(last[2]) >= now then
+    return tonumber(last[2]) + 0.001
   end
-  return at
+  return now
 end
 
 -- rule is the site's cap and delay (ms): what a settlement last reported,
--- or the default cap and no delay.
+-- or the default cap and no delay; and the stored text (nil: none). A
+-- call reads each site's once.
+local rules = {}
 local function rule(site)
-  local r = redis.call('HGET', KEYS[6], site)
+  local r = rules[site]
+  if not r then
+    r = redis.call('HGET', KEYS[6], site) or false
+    rules[site] = r
+  end
   if not r then
     return defcap, 0, nil
   end
@@ -139,7 +150,7 @@ local function take()
   end
 
   for _ = 1, 20 do
-    local pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1)
+    local pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + SOON, 'LIMIT', 0, 1)
     if #pick == 0 then
       break
     end
@@ -169,7 +180,7 @@ local function take()
   local wait = -1
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if first[2] and tonumber(first[2]) < PARKED then
-    wait = math.max(0, tonumber(first[2]) - now)
+    wait = math.max(0, math.ceil(tonumber(first[2]) - now - SOON))
   end
   local soonest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
   if soonest[2] then

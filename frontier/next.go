@@ -146,7 +146,7 @@ func (f *Frontier) probe(ctx context.Context, lay *layout) (probed, error) {
 		switch {
 		case soon < 0:
 			p.readyIn[i] = -1
-		case soon <= nowMs:
+		case soon <= nowMs+0.5: // common.lua's SOON
 			p.ready++
 		default:
 			p.readyIn[i] = time.Duration(soon-nowMs) * time.Millisecond

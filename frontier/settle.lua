@@ -34,6 +34,7 @@ local function settle(id, how)
     local r = cap .. ' ' .. rd
     if r ~= known then
       redis.call('HSET', KEYS[6], site, r)
+      rules[site] = r
       fresh[KEYS[6]] = true
     end
   end

@@ -1,0 +1,127 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/polite-crawler/polite/internal/redisinfo"
+	"github.com/redis/go-redis/v9"
+)
+
+// roundTrips counts a client's round trips: one a command, one a pipeline.
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
+}
+
+// load is what a Redis server has done: script calls, their usec, and its
+// CPU time.
+type load struct {
+	scripts, scriptUsec int64
+	calls               map[string]int64 // by command
+	cpu                 time.Duration    // used_cpu_user + used_cpu_sys
+}
+
+func readLoad(ctx context.Context, rdb redis.Cmdable) (load, error) {
+	info, err := rdb.Info(ctx, "commandstats", "cpu").Result()
+	if err != nil {
+		return load{}, err
+	}
+	l := load{calls: map[string]int64{}}
+	for k, v := range redisinfo.Fields(info) {
+		if name, ok := strings.CutPrefix(k, "cmdstat_"); ok {
+			var calls, usec int64
+			for _, kv := range strings.Split(v, ",") {
+				key, val, _ := strings.Cut(kv, "=")
+				n, _ := strconv.ParseInt(val, 10, 64)
+				switch key {
+				case "calls":
+					calls = n
+				case "usec":
+					usec = n
+				}
+			}
+			l.calls[name] = calls
+			if name == "evalsha" || name == "eval" {
+				l.scripts += calls
+				l.scriptUsec += usec
+			}
+		}
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			s, _ := strconv.ParseFloat(v, 64)
+			l.cpu += time.Duration(s * float64(time.Second))
+		}
+	}
+	return l, nil
+}
+
+// A simulated crawl, one worker: each page settles, admits 4 links (2 of
+// its own site, 2 of others, 1 of them seen before) and takes the next
+// item. It reports, per page, Redis's script calls, their usec and the
+// server's CPU (noisy: one run of a shared machine), and the worker's round
+// trips. Run with -benchtime=3000x.
+func BenchmarkCrawlLoop(b *testing.B) {
+	ctx := context.Background()
+	f := newFrontier(b, Options{})
+	rt := &roundTrips{}
+	f.rdb.AddHook(rt)
+	var seeds []string
+	for s := range 50 {
+		seeds = append(seeds, fmt.Sprintf("http://s%d.example/", s))
+	}
+	f.Add(ctx, 0, seeds...)
+	it, err := f.Next(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.rdb.ConfigResetStat(ctx)
+	before, err := readLoad(ctx, f.rdb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	trips := rt.n.Load()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		links := []string{
+			fmt.Sprintf("http://%s/a/%d", it.Site, i), fmt.Sprintf("http://%s/b/%d", it.Site, i),
+			fmt.Sprintf("http://s%d.example/c/%d", i%50, i), "http://s0.example/",
+		}
+		next, _, err := f.DoneNext(ctx, it, links)
+		for errors.As(err, new(*EmptyError)) { // every site served this millisecond
+			time.Sleep(time.Millisecond)
+			next, err = f.Next(ctx)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		it = next
+	}
+	b.StopTimer()
+	after, err := readLoad(ctx, f.rdb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := float64(b.N)
+	if testing.Verbose() {
+		for cmd, c := range after.calls {
+			if d := float64(c-before.calls[cmd]) / n; d >= 0.05 {
+				b.Logf("%-18s %6.2f calls/page", cmd, d)
+			}
+		}
+	}
+	b.ReportMetric(float64(after.scripts-before.scripts)/n, "scripts/page")
+	b.ReportMetric(float64(after.scriptUsec-before.scriptUsec)/n, "script-usec/page")
+	b.ReportMetric(float64((after.cpu-before.cpu).Microseconds())/n, "redis-cpu-usec/page")
+	b.ReportMetric(float64(rt.n.Load()-trips-2)/n, "roundtrips/page") // less the two INFO
+}
