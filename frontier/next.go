@@ -101,8 +101,12 @@ type probed struct {
 	wait                       time.Duration   // the soonest readyIn above 0 (1s if none)
 }
 
-// parked is common.lua's PARKED score: a site at its cap.
-const parked = 1e15
+// parked is common.lua's PARKED score: a site at its cap. Sentinels score
+// +inf; visibility deadlines are all below inflightMax.
+const (
+	parked      = 1e15
+	inflightMax = "1e15"
+)
 
 // probe reads every shard's first ready score, first visibility deadline,
 // counts of queued and admitted, and items in flight, in one read-only
@@ -120,8 +124,8 @@ func (f *Frontier) probe(ctx context.Context, lay *layout) (probed, error) {
 		rs[i] = reads{
 			ready:    pipe.ZRangeWithScores(ctx, sh.keys[0], 0, 0),
 			deadline: pipe.ZRangeWithScores(ctx, sh.keys[1], 0, 0),
-			counts:   pipe.HMGet(ctx, sh.keys[3], "queued", "admitted", "scope"),
-			inflight: pipe.ZCard(ctx, sh.keys[1]),
+			counts:   pipe.HMGet(ctx, sh.keys[3], "admitted", "done", "failed", "scope"),
+			inflight: pipe.ZCount(ctx, sh.keys[1], "-inf", inflightMax),
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -134,14 +138,14 @@ func (f *Frontier) probe(ctx context.Context, lay *layout) (probed, error) {
 		if z := r.ready.Val(); len(z) > 0 && z[0].Score < parked {
 			soon = z[0].Score
 		}
-		if z := r.deadline.Val(); len(z) > 0 && (soon < 0 || z[0].Score < soon) {
+		if z := r.deadline.Val(); len(z) > 0 && z[0].Score < parked && (soon < 0 || z[0].Score < soon) {
 			soon = z[0].Score
 		}
 		p.first[i] = soon
 		c := r.counts.Val()
-		p.queued += num(c[0])
-		p.admitted += num(c[1])
-		f.noteScopeLen(num(c[2]))
+		p.queued += num(c[0]) - num(c[1]) - num(c[2]) - r.inflight.Val()
+		p.admitted += num(c[0])
+		f.noteScopeLen(num(c[3]))
 		p.inflight += r.inflight.Val()
 		switch {
 		case soon < 0:

@@ -4,4 +4,5 @@
 -- {1, 0, scope size, 0, queued, in flight, ms until something may be ready (-1: unknown)}:
 -- the scope only grows, so its size tells a worker when its copy is stale.
 local r = take()
-return {1, 0, keep(), r[1], r[2], r[3], r[4]}
+keep()
+return {1, 0, scope(), r[1], r[2], r[3], r[4]}

@@ -1,20 +1,20 @@
 -- settle.lua: end one turn of an item in flight, admit the links found on it
 -- that belong to this shard, and take the next item: one call per page.
 -- KEYS and ARGV[1..5]: see common.lua.
--- ARGV[6] item id   ARGV[7] how:
+-- ARGV[7] item id   ARGV[8] how:
 --   'fetched', 'skipped'  done (skipped also counted apart); its site's slot
 --                         is free: a site parked at its cap, or deferred as
 --                         full, takes its turn again (after its delay, if any)
 --   'failed'              given up (counted in failed): frees the slot but
 --                         brings no deferred site forward
---   'retry'               back to the tail as ARGV[8], not before ARGV[9] ms
+--   'retry'               back to the tail as ARGV[9], not before ARGV[10] ms
 --                         unless the site is ready already
---   'deferred'            back to the head, the site not ready for ARGV[9] ms
+--   'deferred'            back to the head, the site not ready for ARGV[10] ms
 --   'released'            back to the head, the site ready at once
--- ARGV[8] item json for 'retry'   ARGV[9] delay ms
--- ARGV[10] the site's cap as the worker applied it (0: keep the known one)
--- ARGV[11] the site's delay ms (-1: keep the known one)
--- ARGV[12] '1' to take the next item   ARGV[13..] links: quadruples as in add.lua
+-- ARGV[9] item json for 'retry'   ARGV[10] delay ms
+-- ARGV[11] the site's cap as the worker applied it (0: keep the known one)
+-- ARGV[12] the site's delay ms (-1: keep the known one)
+-- ARGV[13] '1' to take the next item   ARGV[14..] links: quadruples as in add.lua
 -- Returns {settled (1, or 0 when the item was no longer held), admitted,
 -- scope size, took} and, with took 1 or 0, next.lua's answer.
 
@@ -27,7 +27,7 @@ local function settle(id, how)
   local nl = string.find(v, '\n', 1, true)
   local site = string.sub(v, 1, nl - 1)
   local cap, rd, known = rule(site)
-  local rcap, rdelay = tonumber(ARGV[10]), tonumber(ARGV[11])
+  local rcap, rdelay = tonumber(ARGV[11]), tonumber(ARGV[12])
   if rcap > 0 or rdelay >= 0 then
     if rcap > 0 then cap = rcap end
     if rdelay >= 0 then rd = rdelay end
@@ -35,7 +35,6 @@ local function settle(id, how)
     if r ~= known then
       redis.call('HSET', KEYS[6], site, r)
       rules[site] = r
-      fresh[KEYS[6]] = true
     end
   end
   local f = fly(site, -1)
@@ -47,8 +46,7 @@ local function settle(id, how)
     if how == 'skipped' then count('skipped', 1) end
     if not s then
       if rd > 0 then -- its next URL, when one comes, waits the delay
-        redis.call('HSET', KEYS[7], site, now + rd)
-        fresh[KEYS[7]] = true
+        redis.call('HSET', KEYS[7], site, now() + rd)
       end
       return 1
     end
@@ -57,18 +55,19 @@ local function settle(id, how)
       at = PARKED -- a cap lowered below the items in flight: out until enough settle
     elseif how == 'failed' then
       if s == PARKED then
-        at = math.max(back_of_line(), now + rd)
-      elseif rd > 0 and s < now + rd then
-        at = now + rd
+        at = math.max(back_of_line(), now() + rd)
+      elseif rd > 0 and s < now() + rd then
+        at = now() + rd
       end
     elseif rd > 0 then
-      at = now + rd -- the next start, a delay after this one settled
+      at = now() + rd -- the next start, a delay after this one settled
     else
       -- The fetch has given its site's slot back: a site parked or deferred
       -- as full takes its turn again now. Only ever earlier, to the back of
       -- the line, so round robin among ready sites stands.
-      local b = back_of_line()
-      if b < s then at = b end
+      if s > now() + SOON then
+        at = math.min(s, back_of_line())
+      end
     end
     if at and at ~= s then
       redis.call('ZADD', KEYS[1], at, site)
@@ -76,33 +75,32 @@ local function settle(id, how)
     return 1
   end
 
-  count('queued', 1)
   local n
   if how == 'retry' then
-    n = redis.call('RPUSH', q, ARGV[8])
+    n = redis.call('RPUSH', q, ARGV[9])
   else
     n = redis.call('LPUSH', q, string.sub(v, nl + 1))
   end
-  if n == 1 then
-    fresh[q], fresh[KEYS[1]] = true, true
-  end
-  local at = now + tonumber(ARGV[9])
+  pushed(q, n)
+  local at = now() + tonumber(ARGV[10])
   if f >= cap then
     at = PARKED
   elseif how == 'retry' then
     if s and s < PARKED then
       at = s -- the site's other URLs keep their turn
     end
-    at = math.max(at, now + rd)
+    at = math.max(at, now() + rd)
   end
   redis.call('ZADD', KEYS[1], at, site)
   return 1
 end
 
-local settled = settle(ARGV[6], ARGV[7])
-local added = admit(13)
-if ARGV[12] == '1' then
+local settled = settle(ARGV[7], ARGV[8])
+local added = admit(14)
+if ARGV[13] == '1' then
   local r = take()
-  return {settled, added, keep(), r[1], r[2], r[3], r[4]}
+  keep()
+  return {settled, added, scope(), r[1], r[2], r[3], r[4]}
 end
-return {settled, added, keep(), -1}
+keep()
+return {settled, added, 0, -1}

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +26,9 @@ type shard struct {
 	n    int
 	base string   // prefix of the shard's keys: queues, seen buckets
 	keys []string // ready, inflight, items, counts, fly, rules, after
+	// kept is when (unix ms) this process last had the shard's keys' TTLs
+	// refreshed (common.lua keep).
+	kept atomic.Int64
 }
 
 // seenBuckets is how many seen SETs a shard splits its fingerprints over,
@@ -96,18 +100,26 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	return l, nil
 }
 
-// args are a shard script's ARGV: common.lua's, then more.
+// args are a shard script's ARGV: common.lua's, then more. Each process
+// has a shard's keys' TTLs refreshed with its first call there and then
+// at most once a minute (or a quarter of the TTL): not on every call.
 func (f *Frontier) args(sh *shard, more ...any) []any {
-	return append([]any{sh.base, f.o.TTL.Milliseconds(), f.o.Visibility.Milliseconds(), f.o.Cap, f.o.MaxPages}, more...)
+	refresh := "0"
+	now, last := time.Now().UnixMilli(), sh.kept.Load()
+	if now-last >= f.refreshEvery().Milliseconds() && sh.kept.CompareAndSwap(last, now) {
+		refresh = "1"
+	}
+	return append([]any{sh.base, f.o.TTL.Milliseconds(), f.o.Visibility.Milliseconds(), f.o.Cap, f.o.MaxPages, refresh}, more...)
 }
+
+func (f *Frontier) refreshEvery() time.Duration { return min(time.Minute, f.o.TTL/4) }
 
 // keepCrawl queues on pipe a refresh of the TTLs of the crawl's own keys
 // (meta, scope), at most once a minute per process: the shards' scripts
 // keep their own keys, but cannot reach these (another slot).
 func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) {
 	now, last := time.Now().UnixMilli(), f.keptAt.Load()
-	every := min(time.Minute, f.o.TTL/4).Milliseconds()
-	if now-last < every || !f.keptAt.CompareAndSwap(last, now) {
+	if now-last < f.refreshEvery().Milliseconds() || !f.keptAt.CompareAndSwap(last, now) {
 		return
 	}
 	pipe.PExpire(ctx, f.meta, f.o.TTL)

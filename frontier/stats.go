@@ -28,7 +28,7 @@ func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
 	inflight := make([]*redis.IntCmd, len(lay.shards))
 	for i, sh := range lay.shards {
 		counts[i] = pipe.HGetAll(ctx, sh.keys[3])
-		inflight[i] = pipe.ZCard(ctx, sh.keys[1])
+		inflight[i] = pipe.ZCount(ctx, sh.keys[1], "-inf", inflightMax)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Stats{}, fmt.Errorf("frontier: stats: %w", err)
@@ -37,11 +37,11 @@ func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
 	for i := range lay.shards {
 		c := counts[i].Val()
 		n := func(k string) int64 { v, _ := strconv.ParseInt(c[k], 10, 64); return v }
-		st.Queued += n("queued")
+		st.Queued += n("admitted") - n("done") - n("failed") - inflight[i].Val()
 		st.Done += n("done")
 		st.Failed += n("failed")
 		st.Admitted += n("admitted")
-		st.Seen += n("seen")
+		st.Seen += n("admitted") + n("over")
 		st.Skipped += n("skipped")
 		st.InFlight += inflight[i].Val()
 	}
@@ -79,6 +79,9 @@ func (f *Frontier) Sites(ctx context.Context) ([]SiteQueue, error) {
 	for i, sh := range lay.shards {
 		for _, z := range ready[i].Val() {
 			site := z.Member.(string)
+			if site == "" { // the sentinel (common.lua)
+				continue
+			}
 			q := SiteQueue{Site: site, Full: z.Score >= parked}
 			if !q.Full {
 				q.ReadyIn = max(time.Duration(int64(z.Score)-now.Val().UnixMilli())*time.Millisecond, 0)
@@ -110,9 +113,9 @@ func (f *Frontier) SeenFootprint(ctx context.Context) (Footprint, error) {
 	}
 	pipe := f.rdb.Pipeline()
 	var use []*redis.IntCmd
-	seen := make([]*redis.StringCmd, len(lay.shards))
+	seen := make([]*redis.SliceCmd, len(lay.shards))
 	for i, sh := range lay.shards {
-		seen[i] = pipe.HGet(ctx, sh.keys[3], "seen")
+		seen[i] = pipe.HMGet(ctx, sh.keys[3], "admitted", "over")
 		for b := range seenBuckets {
 			use = append(use, pipe.MemoryUsage(ctx, sh.base+"seen:"+strconv.Itoa(b), 0))
 		}
@@ -129,11 +132,11 @@ func (f *Frontier) SeenFootprint(ctx context.Context) (Footprint, error) {
 		}
 	}
 	for _, c := range seen {
-		n, err := c.Int64()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		v, err := c.Result()
+		if err != nil {
 			return Footprint{}, fmt.Errorf("frontier: seen footprint: %w", err)
 		}
-		fp.URLs += n
+		fp.URLs += num(v[0]) + num(v[1])
 	}
 	return fp, nil
 }
