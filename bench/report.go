@@ -215,7 +215,7 @@ func (r *Report) limiterSection(p func(string, ...any)) {
 	if len(r.Uncontended) > 0 {
 		p("## Limiter: uncontended acquire + release")
 		p("")
-		p("One site, one client. The physical limit is two round trips (acquire, release), so the baseline is two PINGs, measured twice on the same client: interleaved (two PINGs before each pair, so they meet the connection as the pair leaves it) and back-to-back (pairs of PINGs in a tight loop, a warm connection: the harder baseline).")
+		p("One site, one client. The physical limit is two round trips (acquire, release), so the baseline is two PINGs, measured twice on the same client: interleaved (two PINGs before each pair, so they meet the connection as the pair leaves it) and back-to-back (n pairs of PINGs in a tight loop after the pairs, nothing else on the connection: usually the faster of the two, so the goals use it).")
 		p("")
 		p("![latency](%s/latency.svg)", ChartsDir)
 		p("")
