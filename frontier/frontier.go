@@ -214,9 +214,10 @@ func (f *Frontier) Hold(ctx context.Context, site string, d time.Duration) error
 	if err != nil {
 		return err
 	}
-	sh := lay.of(site)
-	if err := holdScript.Run(ctx, f.rdb, sh.keys, f.args(sh, site, d.Milliseconds())...).Err(); err != nil {
-		return fmt.Errorf("frontier: hold %s: %w", site, err)
+	c := f.newCall(holdScript, lay.of(site), site, d.Milliseconds())
+	if c.run(ctx, f.rdb); c.cmd.Err() != nil {
+		c.failed()
+		return fmt.Errorf("frontier: hold %s: %w", site, c.cmd.Err())
 	}
 	return nil
 }

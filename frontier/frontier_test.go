@@ -304,45 +304,6 @@ func TestConcurrentWorkersExactlyOnce(t *testing.T) {
 	exactlyOnce(t, newFrontier(t, Options{}))
 }
 
-// The frontier on a 3-master Redis Cluster: a crawl's keys share one slot,
-// so its scripts and pipelines work wherever that slot lives, also after
-// the nodes lose their scripts.
-func TestOnRedisCluster(t *testing.T) {
-	rc, err := redistest.StartCluster(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	cc := rc.Client()
-	defer cc.Close()
-	exactlyOnce(t, New(cc, &Options{Crawl: "cluster-once"}))
-
-	ctx := ctxT(t)
-	f := New(cc, &Options{Crawl: "cluster-batch"})
-	f.Add(ctx, 0, "http://a.example/1", "http://b.example/1")
-	it, err := f.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cc.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Hold(ctx, it.Site, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	next, settled, err := f.DoneNext(ctx, it, []string{"http://c.example/1"})
-	if err != nil || settled != nil {
-		t.Fatalf("DoneNext on a cluster after SCRIPT FLUSH: %+v, %v, %v", next, settled, err)
-	}
-	f.Done(ctx, next)
-	if got := drain(t, ctx, f); len(got) != 1 {
-		t.Fatalf("the rest on a cluster: %v, want one URL", got)
-	}
-	if st, err := f.Stats(ctx); err != nil || st.Done != 3 || st.Queued != 0 {
-		t.Fatalf("stats on a cluster: %+v, %v; want 3 done", st, err)
-	}
-}
-
 // exactlyOnce has 8 workers take 400 URLs over 10 sites from f and checks
 // that each was handed out exactly once.
 func exactlyOnce(t *testing.T, f *Frontier) {

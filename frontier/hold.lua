@@ -3,4 +3,5 @@
 -- Only ever moves the site later, and only a site with URLs queued; a
 -- fetch of it that ends (settle.lua 'fetched') brings it back at once.
 redis.call('ZADD', KEYS[1], 'XX', 'GT', now() + tonumber(ARGV[8]), ARGV[7])
+keep()
 return 1

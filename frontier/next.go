@@ -35,7 +35,7 @@ func (f *Frontier) Next(ctx context.Context) (Item, error) {
 }
 
 func (f *Frontier) nextCall(sh *shard) *call {
-	return &call{script: nextScript, keys: sh.keys, args: f.args(sh)}
+	return f.newCall(nextScript, sh)
 }
 
 // elsewhere is Next once shard tried has had nothing ready (empty is its

@@ -103,8 +103,7 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 	}
 	sh := lay.of(it.Site)
 	links := f.admission(lay, it.Depth+1, s.Links)
-	own := &call{script: settleScript, keys: sh.keys,
-		args: append(f.args(sh, it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take), links[sh]...)}
+	own := f.newCall(settleScript, sh, append([]any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take}, links[sh]...)...)
 	// Other shards' links first: on one node, they are queued before the
 	// item stops counting as in flight (see elsewhere's second look).
 	var calls []*call
@@ -150,7 +149,7 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 }
 
 func (f *Frontier) addCall(sh *shard, scope int64, quads []any) *call {
-	return &call{script: addScript, keys: sh.keys, args: append(f.args(sh, scope), quads...)}
+	return f.newCall(addScript, sh, append([]any{scope}, quads...)...)
 }
 
 // Add admits the URLs found at depth (0 for seeds), each once per crawl:

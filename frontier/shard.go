@@ -154,6 +154,20 @@ type call struct {
 	keys   []string
 	args   []any
 	cmd    *redis.Cmd
+	sh     *shard
+}
+
+// newCall is a call of script on sh with ARGV args(sh, more...).
+func (f *Frontier) newCall(script *redis.Script, sh *shard, more ...any) *call {
+	return &call{script: script, keys: sh.keys, args: f.args(sh, more...), sh: sh}
+}
+
+// failed notes that the call did not run: if it was to refresh its shard's
+// TTLs, the next call of the process will.
+func (c *call) failed() {
+	if c.sh != nil && c.args[5] == "1" {
+		c.sh.kept.Store(0)
+	}
 }
 
 // run runs the call on its own: EVALSHA, or EVAL when Redis does not know
@@ -180,6 +194,9 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	for _, c := range calls {
 		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 			c.run(ctx, f.rdb)
+		}
+		if c.cmd.Err() != nil {
+			c.failed()
 		}
 	}
 	return after

@@ -1,0 +1,144 @@
+package frontier
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// take takes n items, failing the test if any is not handed out.
+func take(t *testing.T, f *Frontier, n int) []Item {
+	t.Helper()
+	var its []Item
+	for range n {
+		it, err := nextSoon(ctxT(t), f, 50*time.Millisecond)
+		if err != nil {
+			t.Fatalf("item %d of %d: %v", len(its)+1, n, err)
+		}
+		its = append(its, it)
+	}
+	return its
+}
+
+// notReady fails the test unless Next finds nothing ready.
+func notReady(t *testing.T, f *Frontier, why string) *EmptyError {
+	t.Helper()
+	it, err := f.Next(ctxT(t))
+	var empty *EmptyError
+	if !errors.As(err, &empty) {
+		t.Fatalf("%s: Next = %+v, %v; want nothing ready", why, it, err)
+	}
+	return empty
+}
+
+func urls(site string, n int) []string {
+	var us []string
+	for i := range n {
+		us = append(us, fmt.Sprintf("http://%s/%d", site, i))
+	}
+	return us
+}
+
+// A site at its cap is not handed out until one of its items settles, and
+// is the moment one does; it is still listed, and counted as queued.
+func TestCapParksSite(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Cap: 2})
+	f.Add(ctx, 0, urls("a.example", 5)...)
+	held := take(t, f, 2)
+	e := notReady(t, f, "2 in flight, cap 2")
+	if e.Queued != 3 || e.InFlight != 2 {
+		t.Fatalf("empty answer %+v; want 3 queued, 2 in flight", e)
+	}
+	sites, err := f.Sites(ctx)
+	if err != nil || len(sites) != 1 || !sites[0].Full || sites[0].Queued != 3 {
+		t.Fatalf("Sites() = %+v, %v; want a.example full with 3 queued", sites, err)
+	}
+	if st, _ := f.Stats(ctx); st.Queued != 3 || st.InFlight != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	r := f.Settle(ctx, Settlement{Item: held[0], Outcome: Fetched, Next: true})
+	if r.Settled != nil || r.NextErr != nil || r.Next.Site != "a.example" {
+		t.Fatalf("settling one: %+v; want the site's next item in the same call", r)
+	}
+	notReady(t, f, "at its cap again")
+	for _, o := range []Outcome{Skipped, Released, Deferred, Retry} { // each frees a slot
+		if r := f.Settle(ctx, Settlement{Item: held[1], Outcome: o}); r.Settled != nil {
+			t.Fatalf("outcome %d: %v", o, r.Settled)
+		}
+		held[1] = take(t, f, 1)[0]
+		notReady(t, f, fmt.Sprintf("at its cap after outcome %d", o))
+	}
+}
+
+// With a Delay, the site's next item comes that long after one settles.
+func TestDelayAfterSettle(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	f.Add(ctx, 0, urls("slow.example", 3)...)
+	it := take(t, f, 1)[0]
+	rule := SiteRule{Cap: 1, Delay: 400 * time.Millisecond}
+	r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Rule: rule, Next: true})
+	var empty *EmptyError
+	if !errors.As(r.NextErr, &empty) || empty.Wait < 300*time.Millisecond || empty.Wait > 400*time.Millisecond {
+		t.Fatalf("right after a settlement with a 400ms delay: %+v; want ~400ms to wait", r)
+	}
+	start := time.Now()
+	it, err := nextSoon(ctx, f, time.Second)
+	if err != nil || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("next after %s: %+v %v", time.Since(start), it, err)
+	}
+	// Its queue empties; a link arriving right after a settlement waits the delay too.
+	f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Rule: rule})
+	last, err := nextSoon(ctx, f, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Settle(ctx, Settlement{Item: last, Outcome: Fetched, Rule: rule, Links: []string{"http://slow.example/new"}})
+	if e := notReady(t, f, "a link queued right after"); e.Wait < 300*time.Millisecond {
+		t.Fatalf("wait %s; want the delay", e.Wait)
+	}
+}
+
+// A settlement's cap replaces the default; one below the items in flight
+// keeps the site out until enough settle.
+func TestCapFromSettlement(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{}) // default cap 3
+	f.Add(ctx, 0, urls("c.example", 12)...)
+	held := take(t, f, 3)
+	notReady(t, f, "default cap 3")
+	f.Settle(ctx, Settlement{Item: held[0], Outcome: Fetched, Rule: SiteRule{Cap: 1}})
+	notReady(t, f, "cap lowered to 1, 2 in flight")
+	f.Done(ctx, held[1])
+	notReady(t, f, "cap 1, 1 in flight")
+	f.Done(ctx, held[2])
+	one := take(t, f, 1)[0]
+	notReady(t, f, "cap 1, 1 in flight again")
+	f.Settle(ctx, Settlement{Item: one, Outcome: Fetched, Rule: SiteRule{Cap: 4}})
+	take(t, f, 4)
+	notReady(t, f, "cap raised to 4")
+}
+
+// An item handed out again after its visibility timeout counts once in
+// its site's items in flight: the dead worker's slot is freed.
+func TestVisibilityFreesSlot(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Cap: 1, Visibility: 200 * time.Millisecond})
+	f.Add(ctx, 0, urls("v.example", 2)...)
+	dead := take(t, f, 1)[0]
+	e := notReady(t, f, "cap 1 held by a dead worker")
+	time.Sleep(e.Wait + 20*time.Millisecond)
+	again := take(t, f, 1)[0]
+	if again.URL != dead.URL {
+		t.Fatalf("handed out again: %s, want %s", again.URL, dead.URL)
+	}
+	notReady(t, f, "cap 1 held by the new worker")
+	if err := f.Done(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if it := take(t, f, 1)[0]; it.URL == dead.URL {
+		t.Fatal("the same URL twice")
+	}
+}

@@ -1,0 +1,223 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// shardsOf is how many distinct shards sites land on.
+func shardsOf(t *testing.T, f *Frontier, sites []string) int {
+	t.Helper()
+	seen := map[*shard]bool{}
+	for _, s := range sites {
+		seen[shardOf(t, f, s)] = true
+	}
+	return len(seen)
+}
+
+// Sites spread over the shards; workers drain them all, and ErrDone comes
+// only once every shard is empty with nothing in flight.
+func TestShardsDrain(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 8})
+	var sites []string
+	for i := range 20 {
+		sites = append(sites, fmt.Sprintf("s%d.example", i))
+	}
+	if n := shardsOf(t, f, sites); n < 6 {
+		t.Fatalf("20 sites on %d of 8 shards", n)
+	}
+	exactlyOnce(t, f) // 400 URLs over s0..s9, 8 workers
+	// One item in flight on one shard: every other worker waits, none ends.
+	f.Add(ctx, 0, "http://s3.example/last", "http://s4.example/last")
+	held := take(t, f, 2)
+	for range 3 {
+		if _, err := f.Next(ctx); !errors.As(err, new(*EmptyError)) {
+			t.Fatalf("with 2 items in flight: %v; want nothing ready, not done", err)
+		}
+	}
+	f.Done(ctx, held[0])
+	if _, err := f.Next(ctx); !errors.As(err, new(*EmptyError)) {
+		t.Fatalf("with 1 item in flight: %v; want nothing ready, not done", err)
+	}
+	// Its settlement queues a link on another shard: not done either.
+	r := f.Settle(ctx, Settlement{Item: held[1], Outcome: Fetched, Links: []string{"http://s7.example/late"}, Next: true})
+	if r.Settled != nil || r.NextErr != nil || r.Next.URL != "http://s7.example/late" {
+		t.Fatalf("settling the last item with a link on another shard: %+v", r)
+	}
+	f.Done(ctx, r.Next)
+	if _, err := f.Next(ctx); !errors.Is(err, ErrDone) {
+		t.Fatalf("all settled: %v; want ErrDone", err)
+	}
+}
+
+// A worker killed holding items of several shards: they come back after
+// the visibility timeout, to another process, and the crawl ends.
+func TestKilledWorkerAcrossShards(t *testing.T) {
+	ctx := ctxT(t)
+	dead := newFrontier(t, Options{Visibility: 300 * time.Millisecond})
+	var all []string
+	for i := range 6 {
+		all = append(all, fmt.Sprintf("http://k%d.example/1", i))
+	}
+	dead.Add(ctx, 0, all...)
+	held := take(t, dead, 6)
+	var sites []string
+	for _, it := range held {
+		sites = append(sites, it.Site)
+	}
+	if n := shardsOf(t, dead, sites); n < 3 {
+		t.Fatalf("6 sites on %d shards", n)
+	}
+	live := New(srv.Client(), &Options{Crawl: dead.o.Crawl, Visibility: 300 * time.Millisecond})
+	e := notReady(t, live, "all held by a dead worker")
+	if e.InFlight != 6 || e.Wait <= 0 || e.Wait > 300*time.Millisecond {
+		t.Fatalf("empty answer %+v; want 6 in flight, back within 300ms", e)
+	}
+	start := time.Now()
+	got := drain(t, ctx, live)
+	if len(got) != 6 || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("after %s the live worker drained %v; want the 6 URLs after the timeout", time.Since(start), got)
+	}
+	for _, it := range held {
+		if err := dead.Done(ctx, it); !errors.Is(err, ErrLost) {
+			t.Fatalf("the dead worker's late Done: %v", err)
+		}
+	}
+}
+
+// The shard count is the crawl's, fixed when created.
+func TestShardCountFixed(t *testing.T) {
+	ctx := ctxT(t)
+	first := newFrontier(t, Options{Shards: 4})
+	first.Add(ctx, 0, urls("a.example", 3)...)
+	first.Add(ctx, 0, urls("b.example", 3)...)
+	later := New(srv.Client(), &Options{Crawl: first.o.Crawl, Shards: 9})
+	st, err := later.Stats(ctx)
+	if err != nil || st.Shards != 4 || st.Queued != 6 {
+		t.Fatalf("a later process asking for 9 shards: %+v, %v; want the crawl's 4 and its 6 URLs", st, err)
+	}
+	if n, _ := later.Add(ctx, 0, "http://a.example/0", "http://b.example/2"); n != 0 {
+		t.Fatalf("the later process admitted %d seen URLs again", n)
+	}
+	if got := drain(t, ctx, later); len(got) != 6 {
+		t.Fatalf("drained %v", got)
+	}
+}
+
+// Every key of a crawl has a TTL, its queues too, while it runs and after.
+func TestEveryKeyHasTTL(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{TTL: time.Hour, Shards: 4})
+	f.Seed(ctx, urls("t.example", 3)...)
+	f.Add(ctx, 1, urls("u.example", 3)...)
+	it := take(t, f, 1)[0]
+	f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Rule: SiteRule{Cap: 2, Delay: time.Millisecond}, Links: urls("w.example", 2)})
+	it = take(t, f, 1)[0]
+	f.Defer(ctx, it, time.Second)
+	keys, err := f.rdb.Keys(ctx, "*"+f.o.Crawl+"}*").Result()
+	if err != nil || len(keys) < 20 {
+		t.Fatalf("%d keys, %v", len(keys), err)
+	}
+	queues := 0
+	for _, k := range keys {
+		if ttl, err := f.rdb.PTTL(ctx, k).Result(); err != nil || ttl <= 0 || ttl > time.Hour {
+			t.Errorf("%s: TTL %v, %v; want the crawl's (1h)", k, ttl, err)
+		}
+		if strings.Contains(k, ":q:") {
+			queues++
+		}
+	}
+	if queues != 3 {
+		t.Errorf("%d queue keys; want 3", queues)
+	}
+}
+
+// Seen URLs cost at most 40 bytes each in Redis at 100,000 URLs.
+func TestSeenMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100,000 URLs")
+	}
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	const total, batch = 100_000, 2_000
+	for i := 0; i < total; i += batch {
+		var us []string
+		for j := i; j < i+batch; j++ {
+			us = append(us, fmt.Sprintf("http://site%d.example/some/path/page-%d.html", j%500, j))
+		}
+		if n, err := f.Add(ctx, 0, us...); err != nil || n != batch {
+			t.Fatalf("Add: %d, %v", n, err)
+		}
+	}
+	fp, err := f.SeenFootprint(ctx)
+	if err != nil || fp.URLs != total {
+		t.Fatalf("footprint %+v, %v", fp, err)
+	}
+	per := float64(fp.Bytes) / float64(fp.URLs)
+	t.Logf("seen sets: %d keys, %d bytes for %d URLs: %.1f bytes a URL", fp.Keys, fp.Bytes, fp.URLs, per)
+	if per > 40 {
+		t.Fatalf("%.1f bytes a seen URL; want at most 40", per)
+	}
+	if enc, _ := f.rdb.ObjectEncoding(ctx, shardOf(t, f, "site1.example").base+"seen:7").Result(); enc != "intset" {
+		t.Fatalf("a seen bucket is a %s; want an intset", enc)
+	}
+}
+
+// On a 3-master Redis Cluster a crawl's shards spread over every master,
+// each serving its script calls; also after the nodes lose their scripts.
+func TestOnRedisCluster(t *testing.T) {
+	rc, err := redistest.StartCluster(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	cc := rc.Client()
+	defer cc.Close()
+	exactlyOnce(t, New(cc, &Options{Crawl: "cluster-once"}))
+	ctx := ctxT(t)
+	for _, node := range rc.Nodes {
+		nc := node.Client()
+		keys, err := nc.Keys(ctx, "*crawl:cluster-once}*").Result()
+		l, lerr := readLoad(ctx, nc)
+		nc.Close()
+		if err != nil || lerr != nil || len(keys) == 0 || l.scripts == 0 {
+			t.Fatalf("master %s: %d crawl keys, %d script calls (%v %v); want some of both", node.Addr, len(keys), l.scripts, err, lerr)
+		}
+	}
+
+	f := New(cc, &Options{Crawl: "cluster-batch"})
+	f.Add(ctx, 0, "http://a.example/1", "http://b.example/1")
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Hold(ctx, it.Site, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var links []string
+	for i := range 12 { // links on several shards, so several nodes
+		links = append(links, fmt.Sprintf("http://l%d.example/", i))
+	}
+	next, settled, err := f.DoneNext(ctx, it, links)
+	if err != nil || settled != nil {
+		t.Fatalf("DoneNext on a cluster after SCRIPT FLUSH: %+v, %v, %v", next, settled, err)
+	}
+	f.Done(ctx, next)
+	if got := drain(t, ctx, f); len(got) != 12 {
+		t.Fatalf("the rest on a cluster: %v, want 12 URLs", got)
+	}
+	if st, err := f.Stats(ctx); err != nil || st.Done != 14 || st.Queued != 0 || st.InFlight != 0 {
+		t.Fatalf("stats on a cluster: %+v, %v; want 14 done", st, err)
+	}
+}
