@@ -12,21 +12,26 @@ local now = now_ms()
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {4, now, -1, math.max(1, redis.call('PTTL', KEYS[4]))}
 end
-local young = young_wait(KEYS[3], tonumber(ARGV[6]))
-if young > 0 then
-  return {6, now, -1, young}
-end
-prune(now, lease, ttl)
-local rank = redis.call('ZCARD', KEYS[2])
+local oldest, rank, new = prune(now, lease, ttl)
 local nxt = next_at()
 local free = rank < limit and now >= nxt
 if free or ARGV[5] == '1' then
   local c = redis.call('INCR', KEYS[3])
+  if c == 1 then
+    -- The site had no counter: the restart guard (young.lua). Take the
+    -- counter back out if the node is too young, so nothing is written.
+    local young = node_young(tonumber(ARGV[6]))
+    if young > 0 then
+      redis.call('DEL', KEYS[3])
+      return {6, now, -1, young}
+    end
+  end
   redis.call('ZADD', KEYS[1], now, id)
   redis.call('ZADD', KEYS[2], c, id)
-  touch(ttl)
+  touch(ttl, lease, new)
+  oldest = oldest or now
 end
 if free then
   return {1, now, rank, 0}
 end
-return {ARGV[5] == '1' and 2 or 3, now, rank, wait_hint(now, lease, rank, limit, nxt)}
+return {ARGV[5] == '1' and 2 or 3, now, rank, wait_hint(now, lease, rank, limit, nxt, oldest)}

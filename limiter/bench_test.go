@@ -218,6 +218,9 @@ func BenchmarkRedisCPU(b *testing.B) {
 				ctx := context.Background()
 				var next atomic.Int64
 				var wg sync.WaitGroup
+				if testing.Verbose() {
+					rdb.ConfigResetStat(ctx)
+				}
 				before := readUsage(b, rdb)
 				b.ResetTimer()
 				for g := 0; g < workers; g++ {
@@ -243,6 +246,9 @@ func BenchmarkRedisCPU(b *testing.B) {
 				wg.Wait()
 				b.StopTimer()
 				after := readUsage(b, rdb)
+				if testing.Verbose() {
+					b.Log(rdb.Info(ctx, "commandstats").Val())
+				}
 				n := float64(b.N)
 				b.ReportMetric((after.cpu-before.cpu)/n, "redis-cpu-µs")
 				b.ReportMetric((after.scriptUsec-before.scriptUsec)/n, "script-µs")

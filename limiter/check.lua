@@ -7,16 +7,16 @@
 -- 5 lost (the entry's lease had run out, or it was released).
 local id, limit, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-prune(now, lease, ttl)
+local oldest, _, new = prune(now, lease, ttl)
 local rank = redis.call('ZRANK', KEYS[2], id)
 if not rank then
   redis.call('ZREM', KEYS[1], id)
   return {5, now, -1, 0}
 end
 redis.call('ZADD', KEYS[1], 'XX', now, id)
-touch(ttl)
+touch(ttl, lease, new)
 local nxt = next_at()
 if rank < limit and now >= nxt then
   return {1, now, rank, 0}
 end
-return {2, now, rank, wait_hint(now, lease, rank, limit, nxt)}
+return {2, now, rank, wait_hint(now, lease, rank, limit, nxt, oldest)}

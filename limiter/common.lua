@@ -24,13 +24,45 @@ local function now_ms()
   return down
 end
 
--- Drop entries whose lease ran out, from holders and then from owners.
--- ZINTERSTORE rewrites owners, which drops its TTL: set it again.
-local function prune(now, lease, ttl)
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - lease)
-  if redis.call('ZINTERSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'WEIGHTS', 1, 0) > 0 then
-    redis.call('PEXPIRE', KEYS[2], ttl)
+-- Every key of the line (holders, owners, counter) gets the same TTL, set
+-- together, so that they expire together: no entry outlives its counter
+-- (a counter that restarted would rank a newcomer ahead of it) and owners
+-- never keeps entries holders has lost. A key needs it set again when it is
+-- new (a ZADD to an empty set or an INCR of a missing counter creates it
+-- without one), when ZINTERSTORE rewrote owners (which drops its TTL), and
+-- when more than a lease has passed since it was last set: so a key always
+-- outlives, by a lease and more, every entry written or heartbeated, which
+-- lives one lease without a heartbeat. The TTL is read from the counter;
+-- callers pass force when they know a key is new.
+local function touch(ttl, lease, force)
+  if force or redis.call('PTTL', KEYS[3]) < ttl - lease then
+    for i = 1, 3 do
+      redis.call('PEXPIRE', KEYS[i], ttl)
+    end
   end
+end
+
+-- Drop entries whose lease ran out, from holders and then from owners, so
+-- that they do not count against the limit: only when there is one, which
+-- the oldest holder tells (owners holds no entry holders lacks: entries
+-- enter both at once and leave holders only here, with owners rewritten at
+-- once, or with owners first). The one exception is holders expiring a
+-- moment before owners (their expiry times can differ by a millisecond):
+-- then holders is empty while owners is not, and that is pruned too.
+-- Returns the score of the oldest live holder (nil if none), the entries in
+-- owners, and whether a ZADD will create holders or owners (so the caller
+-- must touch).
+local function prune(now, lease, ttl)
+  local cut = now - lease
+  local oldest = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
+  local owned = redis.call('ZCARD', KEYS[2])
+  if (oldest and oldest <= cut) or (not oldest and owned > 0) then
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', cut)
+    owned = redis.call('ZINTERSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'WEIGHTS', 1, 0)
+    oldest = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
+    touch(ttl, lease, true)
+  end
+  return oldest, owned, not oldest or owned == 0
 end
 
 local function next_at()
@@ -39,20 +71,14 @@ end
 
 -- How long (ms) a waiter at rank should sleep before something can change for
 -- it without a wake-up message: the crawl delay when it is already in front,
--- otherwise the moment the oldest entry's lease can run out.
-local function wait_hint(now, lease, rank, limit, nxt)
+-- otherwise the moment the oldest entry's lease can run out (oldest: its
+-- score, as prune returns it).
+local function wait_hint(now, lease, rank, limit, nxt, oldest)
   if rank < limit then
     return math.max(1, nxt - now)
   end
-  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  if oldest[2] then
-    return math.max(1, tonumber(oldest[2]) + lease - now + 1)
+  if oldest then
+    return math.max(1, oldest + lease - now + 1)
   end
   return lease
-end
-
-local function touch(ttl)
-  for i = 1, 3 do
-    redis.call('PEXPIRE', KEYS[i], ttl)
-  end
 end

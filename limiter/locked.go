@@ -17,8 +17,9 @@ import (
 //  1. A pipeline: SET lock token NX PX; the server time of the site's node
 //     and its restart guard (time.lua); GET lock (who holds it, if not us).
 //  2. locked.lua, which does nothing unless the lock is still ours: drop
-//     expired entries (ZREMRANGEBYSCORE holders, ZINTERSTORE owners = owners ∩
-//     holders WEIGHTS 1 0); ZCARD owners; read the crawl-delay mark; take
+//     expired entries when the oldest holder has expired (ZREMRANGEBYSCORE
+//     holders, ZINTERSTORE owners = owners ∩ holders WEIGHTS 1 0); ZCARD
+//     owners; read the crawl-delay mark; take
 //     counters with INCRBY counter n; ZADD holders now; ZADD owners with those
 //     counters, in batch order; release the lock.
 //

@@ -14,15 +14,13 @@ if redis.call('GET', KEYS[4]) ~= ARGV[1] then
 end
 local now, lease, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local n = #ARGV - 4
-prune(now, lease, ttl)
-local card = redis.call('ZCARD', KEYS[2])
+local oldest, card, new = prune(now, lease, ttl)
 local nxt = next_at()
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local c = redis.call('INCRBY', KEYS[3], n)
 for i = 1, n do
   redis.call('ZADD', KEYS[1], now, ARGV[4 + i])
   redis.call('ZADD', KEYS[2], c - n + i, ARGV[4 + i])
 end
-touch(ttl)
+touch(ttl, lease, new)
 redis.call('DEL', KEYS[4])
-return {1, card, nxt, oldest[2] and tonumber(oldest[2]) or -1, c}
+return {1, card, nxt, oldest or -1, c}

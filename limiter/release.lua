@@ -29,11 +29,10 @@ if redis.call('ZCARD', KEYS[2]) > limit then
   -- it lets in wait out the site's hold-off, whoever set it (our delay, a
   -- Backoff, another holder's delay), not only this permit's delay.
   now = now or now_ms()
-  prune(now, lease, ttl)
+  local _, size = prune(now, lease, ttl)
   wait = math.max(wait, next_at() - now)
   out[2] = wait
   local rank = redis.call('ZRANK', KEYS[2], id)
-  local size = redis.call('ZCARD', KEYS[2])
   out[1] = redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
   if rank and rank < limit and size > limit then
