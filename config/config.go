@@ -36,6 +36,7 @@ type Config struct {
 	Lease         time.Duration `yaml:"lease" env:"CRAWLER_LEASE" flag:"lease" help:"permit lease; a permit not refreshed for this long is lost"`
 	Semaphore     string        `yaml:"semaphore" env:"CRAWLER_SEMAPHORE" flag:"semaphore" help:"semaphore mode: locked (Redis in Action, lock-guarded) or atomic (one Lua script)"`
 	MaxPages      int           `yaml:"max_pages" env:"CRAWLER_MAX_PAGES" flag:"max-pages" help:"stop admitting URLs after this many (0: no limit)"`
+	Shards        int           `yaml:"shards" env:"CRAWLER_SHARDS" flag:"shards" help:"hash tags the crawl's frontier spreads over, for Redis Cluster; fixed by the crawl's first process (later ones use the crawl's)"`
 	MaxDepth      int           `yaml:"max_depth" env:"CRAWLER_MAX_DEPTH" flag:"max-depth" help:"follow links at most this many hops from a seed (0: no limit)"`
 	Out           string        `yaml:"out" env:"CRAWLER_OUT" flag:"out" help:"write one JSON line per fetch to this file (url, status, bytes, fetched_at, worker)"`
 	MetricsAddr   string        `yaml:"metrics_addr" env:"CRAWLER_METRICS_ADDR" flag:"metrics-addr" help:"serve Prometheus /metrics here (e.g. 127.0.0.1:9090; empty: off)"`
@@ -58,7 +59,7 @@ const MinURLLength = 256
 // Default is the configuration before any file, variable or flag.
 func Default() Config {
 	return Config{
-		Redis: "redis://127.0.0.1:6379", Prefix: "polite", Crawl: "default", MaxPerSite: 3, Workers: 8,
+		Redis: "redis://127.0.0.1:6379", Prefix: "polite", Crawl: "default", MaxPerSite: 3, Workers: 8, Shards: 16,
 		UserAgent: "politebot/0.1 (+https://github.com/polite-crawler/polite)", Lease: 10 * time.Second,
 		Semaphore: "locked", Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
 		MaxBodySize: 10 << 20, MaxCrawlDelay: 30 * time.Second, Progress: 5 * time.Second,
@@ -244,6 +245,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPages < 0 {
 		bad("max-pages", "%d: want >= 0", c.MaxPages)
+	}
+	if c.Shards < 1 || c.Shards > 1024 {
+		bad("shards", "%d: want 1..1024", c.Shards)
 	}
 	if c.MaxDepth < 0 {
 		bad("max-depth", "%d: want >= 0", c.MaxDepth)

@@ -25,6 +25,7 @@ import (
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -179,39 +180,29 @@ func (c *Crawler) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// fullSiteRecheck is how long a full site is left alone at most. Polling
-// it more often only costs Redis: a crawl of 20 sites × 3 slots with 72
-// workers made 5 permit attempts a page at 15-35 ms, and reached less of
-// the sites' capacity than with this bound.
+// fullSiteRecheck is how long a worker waits in a full site's fair line
+// before it puts the URL back for later. The frontier hands a site out only
+// below its cap, so a full site is rare: another crawl or program shares
+// it, or its robots.txt asked for less than the frontier knew yet.
 const fullSiteRecheck = 250 * time.Millisecond
 
-// recheckFull is fullSiteRecheck with jitter, so that workers deferring
-// the same site do not come back together.
-func recheckFull() time.Duration { return fullSiteRecheck + rand.N(fullSiteRecheck/4) }
+// worker is one worker's colly collector, the page it is on, and the
+// context its requests run under (see Run).
+type worker struct {
+	n        int
+	col      *colly.Collector
+	cur      page
+	fetching context.Context
+}
 
 // work is one worker: it takes URLs and fetches them until ctx ends; its
 // requests run under fetching (see Run).
 func (c *Crawler) work(ctx, fetching context.Context, n int) error {
-	col := fetch.NewCollector(c.tr, fetch.CollectorOptions{UserAgent: c.o.UserAgent, MaxBodySize: c.o.MaxBodySize, Timeout: c.o.Timeout, Context: fetching})
-	var cur page
-	col.OnResponse(func(r *colly.Response) { cur.status, cur.bytes = r.StatusCode, len(r.Body) })
-	col.OnError(func(r *colly.Response, err error) {
-		if r == nil {
-			return
-		}
-		cur.status, cur.bytes = r.StatusCode, len(r.Body)
-		if r.Headers == nil { // the request failed before any response (colly leaves Headers nil)
-			return
-		}
-		if loc := r.Headers.Get("Location"); r.StatusCode >= 300 && r.StatusCode < 400 && loc != "" {
-			cur.link(r.Request.AbsoluteURL(loc), c.o.MaxURLLength) // a redirect is a link
-		}
-	})
-	col.OnHTML("a[href]", func(e *colly.HTMLElement) {
-		cur.link(e.Request.AbsoluteURL(e.Attr("href")), c.o.MaxURLLength)
-	})
+	w := &worker{n: n, fetching: fetching}
+	w.col = fetch.NewCollector(c.tr, fetch.CollectorOptions{UserAgent: c.o.UserAgent, MaxBodySize: c.o.MaxBodySize, Timeout: c.o.Timeout, Context: fetching})
+	c.listen(w)
 	idle := 0
-	var taken *turn // Next's answer, when the last fetch took it (frontier.DoneNext)
+	var taken *turn // Next's answer, when the last settlement took it
 	for {
 		var it frontier.Item
 		var err error
@@ -243,9 +234,28 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 			continue
 		}
 		idle = 0
-		cur.reset()
-		taken = c.fetchOne(ctx, col, it, &cur)
+		taken = c.turn(ctx, w, it)
 	}
+}
+
+// listen has w's collector note what each response brings into w.cur.
+func (c *Crawler) listen(w *worker) {
+	w.col.OnResponse(func(r *colly.Response) { w.cur.status, w.cur.bytes = r.StatusCode, len(r.Body) })
+	w.col.OnError(func(r *colly.Response, err error) {
+		if r == nil {
+			return
+		}
+		w.cur.status, w.cur.bytes = r.StatusCode, len(r.Body)
+		if r.Headers == nil { // the request failed before any response (colly leaves Headers nil)
+			return
+		}
+		if loc := r.Headers.Get("Location"); r.StatusCode >= 300 && r.StatusCode < 400 && loc != "" {
+			w.cur.link(r.Request.AbsoluteURL(loc), c.o.MaxURLLength) // a redirect is a link
+		}
+	})
+	w.col.OnHTML("a[href]", func(e *colly.HTMLElement) {
+		w.cur.link(e.Request.AbsoluteURL(e.Attr("href")), c.o.MaxURLLength)
+	})
 }
 
 // frontierTimeout bounds a frontier call that a stop does not cut.
@@ -267,111 +277,127 @@ type turn struct {
 	err error
 }
 
-// fetchOne fetches one item and settles it in the frontier. After a fetch
-// it takes the next item in the same round trip and returns Next's answer;
-// otherwise nil.
-func (c *Crawler) fetchOne(ctx context.Context, col *colly.Collector, it frontier.Item, pg *page) *turn {
-	u, err := url.Parse(it.URL)
-	if err != nil {
-		c.settle(ctx, it, c.fr.Done(ctx, it))
-		return nil
-	}
-	res, err := c.tr.Reserve(ctx, u, 0)
-	var busy *limiter.BusyError
-	if errors.As(err, &busy) && busy.Full {
-		// Full. Other work first: a worker never sits on a full site
-		// while another site is ready.
-		other, oerr := c.next(ctx)
-		if oerr == nil {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
-			defer cancel()
-			c.settle(ctx, it, c.fr.Defer(dctx, it, recheckFull()))
-			return &turn{other, nil}
+// turn takes one item through its three steps: reserve the site's permit,
+// fetch, and settle. The settlement releases the permit, settles the item,
+// queues its links and takes the next item in one round trip, and turn
+// returns that next item (nil when there is none to hand on).
+func (c *Crawler) turn(ctx context.Context, w *worker, it frontier.Item) *turn {
+	res, s := c.reserve(ctx, it)
+	if res == nil {
+		if s == nil {
+			return nil
 		}
-		if errors.As(oerr, new(*frontier.EmptyError)) {
-			// Nothing else is ready: wait in the site's fair line, where a
-			// released slot is handed over at once, instead of polling.
-			res, err = c.tr.Reserve(ctx, u, fullSiteRecheck)
-		}
+		return c.settleTurn(ctx, *s, nil)
 	}
-	switch {
-	case errors.As(err, &busy):
-		// A crawl delay's end is known exactly. A full site is brought back
-		// the moment one of its fetches ends (frontier.Done), so it need not
-		// be polled: fullSiteRecheck only bounds the wait for a slot freed
-		// otherwise (a lease run out, another crawl sharing the site).
-		wait := busy.Wait
-		if busy.Full {
-			wait = min(wait, recheckFull())
-		}
-		c.settle(ctx, it, c.fr.Defer(ctx, it, min(max(wait, time.Millisecond), 2*time.Second)))
-		return nil
-	case errors.Is(err, fetch.ErrDisallowed):
-		c.skipped.Add(1)
-		c.record(it, 0, 0, err)
-		c.settle(ctx, it, c.fr.Done(ctx, it))
-		return nil
-	case err != nil:
-		c.giveBack(it)
-		sleep(ctx, 200*time.Millisecond)
-		return nil
-	}
-	if res.LastSlot() {
-		// The site is full now: let other workers try other sites rather
-		// than find it so. The first fetch of it that ends brings it back.
-		if err := c.fr.Hold(ctx, it.Site, fullSiteRecheck); err != nil && ctx.Err() == nil {
-			c.o.Log.Warn("frontier", "site", it.Site, "err", err)
-		}
-	}
-	if ctx.Err() == nil {
-		c.inflight.Add(1)
-		fetching := col.Context // the worker's (see Run): the request carries its permit
-		col.Context = fetch.WithReservation(fetching, res)
-		err = col.Request(http.MethodGet, it.URL, nil, nil, nil)
-		col.Context = fetching
-		c.inflight.Add(-1)
-	}
-	c.releasePermit(ctx, res)
-	stopping := ctx.Err() != nil
-	if stopping && (pg.status == 0 || errors.Is(err, context.Canceled)) {
+	err := c.fetch(ctx, w, it, res)
+	if ctx.Err() != nil && (w.cur.status == 0 || errors.Is(err, context.Canceled)) {
+		c.releasePermit(ctx, res)
 		c.giveBack(it) // stopped before or during its fetch: leave it to the others
 		return nil
 	}
 	// The site has answered: settle the URL even if the stop comes now (see
-	// StopGrace), or another worker fetches it again; and a stop must not
-	// cut DoneNext once its script may have run (see next).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
-	defer cancel()
+	// StopGrace), or another worker fetches it again.
+	return c.settleTurn(ctx, c.outcome(ctx, it, &w.cur, err), res)
+}
+
+// reserve checks robots.txt and takes the permit for it. When there is no
+// permit to be had it returns instead what becomes of the item (nil when
+// it was given back).
+func (c *Crawler) reserve(ctx context.Context, it frontier.Item) (*fetch.Reservation, *frontier.Settlement) {
+	u, err := url.Parse(it.URL)
+	if err != nil {
+		return nil, &frontier.Settlement{Item: it, Outcome: frontier.Skipped, Next: true}
+	}
+	res, err := c.tr.Reserve(ctx, u, 0)
+	var busy *limiter.BusyError
+	if errors.As(err, &busy) && busy.Full {
+		// Wait in the site's fair line, where a released slot is handed
+		// over at once, rather than poll (see fullSiteRecheck).
+		res, err = c.tr.Reserve(ctx, u, fullSiteRecheck)
+	}
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &busy):
+		// Full, or in its crawl delay, whose end is known exactly.
+		delay := min(max(busy.Wait, time.Millisecond), 2*time.Second)
+		if busy.Full {
+			delay = fullSiteRecheck
+		}
+		return nil, &frontier.Settlement{Item: it, Outcome: frontier.Deferred, Delay: delay, Next: true}
+	case errors.Is(err, fetch.ErrDisallowed):
+		c.skipped.Add(1)
+		c.record(it, 0, 0, err)
+		return nil, &frontier.Settlement{Item: it, Outcome: frontier.Skipped, Next: true}
+	default:
+		if ctx.Err() == nil {
+			c.o.Log.Warn("no permit; the URL goes back", "url", it.URL, "err", err)
+		}
+		c.giveBack(it)
+		sleep(ctx, 200*time.Millisecond)
+		return nil, nil
+	}
+}
+
+// fetch requests it under its reserved permit, into w.cur.
+func (c *Crawler) fetch(ctx context.Context, w *worker, it frontier.Item, res *fetch.Reservation) error {
+	w.cur.reset()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	c.inflight.Add(1)
+	defer c.inflight.Add(-1)
+	w.col.Context = fetch.WithReservation(w.fetching, res) // the request carries its permit
+	defer func() { w.col.Context = w.fetching }()
+	return w.col.Request(http.MethodGet, it.URL, nil, nil, nil)
+}
+
+// outcome is what becomes of a fetched item: the record, the counts, and
+// its settlement.
+func (c *Crawler) outcome(ctx context.Context, it frontier.Item, pg *page, err error) frontier.Settlement {
 	c.record(it, pg.status, pg.bytes, err)
 	c.countTooLong(it, pg.tooLong)
+	s := frontier.Settlement{Item: it, Next: ctx.Err() == nil}
 	switch {
 	case err == nil || (pg.status >= 300 && pg.status < 400):
 		if err == nil {
 			c.pages.Add(1)
 		}
-		if stopping {
-			_, aerr := c.fr.Add(ctx, it.Depth+1, c.inScope(ctx, pg.links)...)
-			c.settle(ctx, it, errors.Join(aerr, c.fr.Done(ctx, it)))
-			return nil
-		}
-		next, settled, err := c.fr.DoneNext(ctx, it, c.inScope(ctx, pg.links))
-		c.settle(ctx, it, settled)
-		return &turn{next, err}
+		s.Outcome, s.Links = frontier.Fetched, c.inScope(ctx, pg.links)
 	case errors.Is(err, fetch.ErrDisallowed) || (pg.status >= 400 && pg.status < 500 && pg.status != http.StatusTooManyRequests):
 		c.skipped.Add(1)
-		c.settle(ctx, it, c.fr.Done(ctx, it))
+		s.Outcome = frontier.Skipped
 	default: // 429, 5xx, network error, lost permit: try again later
 		if errors.Is(err, limiter.ErrPermitLost) {
 			c.o.Log.Warn("permit lost mid-request (not refreshed in time): request stopped, to be tried again", "url", it.URL, "err", err)
 		}
-		delay := time.Duration(it.Attempts+1) * time.Second
-		again, serr := c.fr.Retry(ctx, it, delay)
-		if !again && serr == nil {
-			c.failed.Add(1)
-		}
-		c.settle(ctx, it, serr)
+		s.Outcome, s.Delay = frontier.Retry, time.Duration(it.Attempts+1)*time.Second
 	}
-	return nil
+	return s
+}
+
+// settleTurn sends a settlement, with res's release in the same round trip
+// and res's rule for the frontier, and returns the next item when it took
+// one. A stop does not cut it once its script may have run (see next).
+func (c *Crawler) settleTurn(ctx context.Context, s frontier.Settlement, res *fetch.Reservation) *turn {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
+	defer cancel()
+	if res != nil {
+		rule := res.Rule()
+		s.Rule = frontier.SiteRule{Cap: rule.Limit, Delay: rule.Delay}
+		s.Also = func(pipe redis.Pipeliner) func() error { return res.ReleaseOn(sctx, pipe) }
+	}
+	r := c.fr.Settle(sctx, s)
+	if r.Failed {
+		c.failed.Add(1)
+	}
+	if err := r.Settled; err != nil && !errors.Is(err, limiter.ErrPermitLost) {
+		c.settle(ctx, s.Item, err)
+	}
+	if !s.Next {
+		return nil
+	}
+	return &turn{r.Next, r.NextErr}
 }
 
 // releasePermit gives a reserved permit back (nothing if the transport did).

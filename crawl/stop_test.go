@@ -26,14 +26,25 @@ type stopAtNext struct {
 
 func (h *stopAtNext) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *stopAtNext) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if err == nil && isNextCall(cmd) && h.armed.CompareAndSwap(true, false) {
+				h.stop()
+				if ctx.Err() != nil {
+					cmd.SetErr(ctx.Err())
+					return ctx.Err()
+				}
+			}
+		}
+		return err
+	}
 }
+
 func (h *stopAtNext) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		args := cmd.Args()
-		isNext := len(args) > 3 && strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && strings.HasSuffix(args[3].(string), ":ready")
-		if err == nil && isNext && h.armed.CompareAndSwap(true, false) {
+		if err == nil && isNextCall(cmd) && h.armed.CompareAndSwap(true, false) {
 			h.stop()
 			if ctx.Err() != nil {
 				cmd.SetErr(ctx.Err())
@@ -42,6 +53,17 @@ func (h *stopAtNext) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return err
 	}
+}
+
+// isNextCall reports whether cmd runs a frontier shard script (its first
+// key is a shard's ready set): once the crawl is seeded, the first is Next's.
+func isNextCall(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) <= 3 || !strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") {
+		return false
+	}
+	k, _ := args[3].(string)
+	return strings.HasSuffix(k, ":ready")
 }
 
 // A stop that comes while Next's answer is on its way does not strand the

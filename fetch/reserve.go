@@ -165,7 +165,7 @@ func (r *Reservation) ReleaseOn(ctx context.Context, pipe redis.Pipeliner) (afte
 	if r == nil || !r.claim() {
 		return func() error { return nil }
 	}
-	done := releaseOn(ctx, r.p, pipe)
+	done := r.p.ReleaseOn(ctx, pipe)
 	return func() error {
 		err := done()
 		r.t.released(r.p, err)
