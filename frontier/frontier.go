@@ -162,6 +162,8 @@ type Frontier struct {
 	lay atomic.Pointer[layout]
 	// cursor rotates Next over the shards.
 	cursor atomic.Uint32
+	// idle is set when the last look at all shards found nothing ready.
+	idle atomic.Bool
 	// scopeLen is the size of the crawl's scope as Redis last told (see
 	// ScopeLen).
 	scopeLen atomic.Int64

@@ -15,11 +15,15 @@ import (
 // the crawl is over, or else an *EmptyError saying how long until something
 // may be (a deferred site comes back, or an item in flight could be handed
 // out again). It costs one round trip when the shard tried has a ready
-// site, and at most three otherwise.
+// site, and at most three otherwise. After a Next that found nothing, the
+// next one reads all shards first: an idle worker's poll is one round trip.
 func (f *Frontier) Next(ctx context.Context) (Item, error) {
 	lay, err := f.layout(ctx)
 	if err != nil {
 		return Item{}, err
+	}
+	if f.idle.Load() && len(lay.shards) > 1 {
+		return f.elsewhere(ctx, lay, nil, nil)
 	}
 	sh := lay.shards[int(f.cursor.Add(1)%uint32(len(lay.shards)))]
 	c := f.nextCall(sh)
@@ -38,10 +42,16 @@ func (f *Frontier) nextCall(sh *shard) *call {
 	return f.newCall(nextScript, sh)
 }
 
-// elsewhere is Next once shard tried has had nothing ready (empty is its
-// answer): it probes every shard and takes from the first, from the
-// cursor on, that has a ready site or an item to hand out again.
+// elsewhere is Next once shard tried (nil: none) has had nothing ready
+// (empty is its answer): it probes every shard and takes from one that has
+// a ready site or an item to hand out again.
 func (f *Frontier) elsewhere(ctx context.Context, lay *layout, tried *shard, empty *EmptyError) (Item, error) {
+	it, err := f.probeNext(ctx, lay, tried, empty)
+	f.idle.Store(err != nil)
+	return it, err
+}
+
+func (f *Frontier) probeNext(ctx context.Context, lay *layout, tried *shard, empty *EmptyError) (Item, error) {
 	if len(lay.shards) == 1 {
 		if empty.Queued <= 0 && empty.InFlight == 0 {
 			return Item{}, ErrDone

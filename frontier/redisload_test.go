@@ -66,12 +66,31 @@ func readLoad(ctx context.Context, rdb redis.Cmdable) (load, error) {
 	return l, nil
 }
 
-// A simulated crawl, one worker: each page settles, admits 4 links (2 of
-// its own site, 2 of others, 1 of them seen before) and takes the next
-// item. It reports, per page, Redis's script calls, their usec and the
-// server's CPU (noisy: one run of a shared machine), and the worker's round
-// trips. Run with -benchtime=3000x.
+// A simulated crawl over 50 sites, one worker: each page settles, admits 4
+// links and takes the next item (DoneNext). "mixed": 2 links of its own
+// site, 2 of others (1 of them seen before); "own-site": 4 of its own site
+// (1 seen before). It reports, per page, Redis's script calls, their usec
+// and the server's CPU (noisy: one run of a shared machine), and the
+// worker's round trips. Run with -benchtime=3000x.
 func BenchmarkCrawlLoop(b *testing.B) {
+	for _, mix := range []struct {
+		name  string
+		links func(it Item, i int) []string
+	}{
+		{"mixed", func(it Item, i int) []string {
+			return []string{fmt.Sprintf("http://%s/a/%d", it.Site, i), fmt.Sprintf("http://%s/b/%d", it.Site, i),
+				fmt.Sprintf("http://s%d.example/c/%d", i%50, i), "http://s0.example/"}
+		}},
+		{"own-site", func(it Item, i int) []string {
+			return []string{fmt.Sprintf("http://%s/a/%d", it.Site, i), fmt.Sprintf("http://%s/b/%d", it.Site, i),
+				fmt.Sprintf("http://%s/c/%d", it.Site, i), fmt.Sprintf("http://%s/", it.Site)}
+		}},
+	} {
+		b.Run(mix.name, func(b *testing.B) { crawlLoop(b, mix.links) })
+	}
+}
+
+func crawlLoop(b *testing.B, pageLinks func(it Item, i int) []string) {
 	ctx := context.Background()
 	f := newFrontier(b, Options{})
 	rt := &roundTrips{}
@@ -93,11 +112,7 @@ func BenchmarkCrawlLoop(b *testing.B) {
 	trips := rt.n.Load()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		links := []string{
-			fmt.Sprintf("http://%s/a/%d", it.Site, i), fmt.Sprintf("http://%s/b/%d", it.Site, i),
-			fmt.Sprintf("http://s%d.example/c/%d", i%50, i), "http://s0.example/",
-		}
-		next, _, err := f.DoneNext(ctx, it, links)
+		next, _, err := f.DoneNext(ctx, it, pageLinks(it, i))
 		for errors.As(err, new(*EmptyError)) { // every site served this millisecond
 			time.Sleep(time.Millisecond)
 			next, err = f.Next(ctx)

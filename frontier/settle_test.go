@@ -125,3 +125,25 @@ func ExampleFrontier_Settle() {
 	fmt.Println(r.Settled, r.Next.URL, r.NextErr)
 	// Output: <nil> http://example.com/a <nil>
 }
+
+// A worker polling a crawl with nothing ready makes one read-only round
+// trip a poll, and no script call.
+func TestIdlePoll(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	f.Add(ctx, 0, "http://busy.example/1")
+	held := take(t, f, 1)[0]
+	rt := counted(t, f)
+	notReady(t, f, "the only item held")
+	for range 3 {
+		rts, scripts := trips(t, f, rt, func() { notReady(t, f, "the only item held") })
+		if rts != 1 || scripts != 0 {
+			t.Fatalf("an idle poll: %d round trips, %d script calls; want 1 and 0", rts, scripts)
+		}
+	}
+	f.Add(ctx, 0, "http://other.example/1")
+	if it := take(t, f, 1)[0]; it.Site != "other.example" {
+		t.Fatalf("after idling: %+v", it)
+	}
+	f.Done(ctx, held)
+}
