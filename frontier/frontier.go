@@ -33,6 +33,11 @@
 // item's shard (see Settle); links of other shards go in the same round
 // trip.
 //
+// Every key has the crawl's TTL: a key is created with it, and each process
+// has all of a shard's keys' TTLs refreshed once a minute, not on every
+// call. Seen URLs are kept as 64-bit fingerprints (FNV-1a of the
+// normalised URL) in 256 intsets per shard, about 13 bytes a URL.
+//
 // The key layout is the sharded one: keys of crawls from before it are not
 // read.
 package frontier
@@ -97,7 +102,9 @@ type Options struct {
 	// limit).
 	MaxDepth int
 	// MaxPages stops admitting URLs after this many (0 = no limit). A crawl
-	// created with a limit has one shard, where the limit is kept exactly.
+	// created by a process with a limit has one shard, where the limit is
+	// kept exactly (its processes should all pass the same limit: on a crawl
+	// created without one, each shard would admit up to the limit).
 	MaxPages int
 	// TTL is how long an idle crawl's keys stay (default 24h).
 	TTL time.Duration
@@ -196,7 +203,10 @@ func (f *Frontier) Err() error { return f.err }
 // this process asked for; the crawl's own count is in Stats.
 func (f *Frontier) Options() Options { return f.o }
 
-// EmptyError is Next's answer when no site is ready but the crawl is not over.
+// EmptyError is Next's answer when no site is ready but the crawl is not
+// over. Wait is until a deferred or delayed site comes back or an item in
+// flight could be handed out again; a settlement can make a site at its cap
+// ready sooner.
 type EmptyError struct {
 	Queued, InFlight int64
 	Wait             time.Duration // until something may be ready
