@@ -9,11 +9,12 @@
 -- wait ms).
 local id, limit, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-if redis.call('EXISTS', KEYS[4]) == 1 then
+local got = redis.call('MGET', KEYS[4], KEYS[5]) -- the site lock, the next-request mark
+if got[1] then
   return {4, now, -1, math.max(1, redis.call('PTTL', KEYS[4]))}
 end
 local oldest, rank, new = prune(now, lease, ttl)
-local nxt = next_at()
+local nxt = tonumber(got[2] or '0')
 local free = rank < limit and now >= nxt
 if free or ARGV[5] == '1' then
   local c = redis.call('INCR', KEYS[3])

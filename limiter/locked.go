@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,14 +13,15 @@ import (
 // lockBatch is the Redis in Action 6.3 acquire, guarded by the site lock,
 // for the callers of one batch (see gates), in two round trips:
 //
-//  1. A pipeline: SET lock token NX PX; the server time of the site's node
-//     and its restart guard (time.lua); GET lock (who holds it, if not us).
-//  2. locked.lua, which does nothing unless the lock is still ours: drop
-//     expired entries when the oldest holder has expired (ZREMRANGEBYSCORE
-//     holders, ZINTERSTORE owners = owners ∩ holders WEIGHTS 1 0); ZCARD
-//     owners; read the crawl-delay mark; take
-//     counters with INCRBY counter n; ZADD holders now; ZADD owners with those
-//     counters, in batch order; release the lock.
+//  1. SET lock token NX PX GET: takes the lock, or names who holds it.
+//  2. locked.lua, which does nothing unless the lock is still ours: read
+//     the server time of the site's node; drop expired entries when the
+//     oldest holder has expired (ZREMRANGEBYSCORE holders, ZINTERSTORE
+//     owners = owners ∩ holders WEIGHTS 1 0); ZCARD owners; read the
+//     crawl-delay mark; take counters with INCRBY counter n (and, if that
+//     created the counter, apply the restart guard, young.lua); ZADD
+//     holders now; ZADD owners with those counters, in batch order; release
+//     the lock.
 //
 // The book INCRs the counter and reads the rank with ZRANK after adding. Here
 // nothing else adds an entry while we hold the lock (ModeLocked needs it,
@@ -30,6 +30,8 @@ import (
 // batch. The counter is only ever raised (INCRBY), never set, so every new
 // entry scores above every entry taken before, even if a worker stalled
 // between its round trips; the scores may leave gaps, which is harmless.
+// The time is read in step 2, after the callers' clocks were read (sent):
+// a permit's fence runs from before the time Redis records, as it must.
 //
 // Step 2 checks the token first and writes nothing if the lock is no longer
 // ours (we stalled past LockTTL): that is contention. Contention returns nil
@@ -49,38 +51,18 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 	token := uuid.NewString()
 	sent := l.opts.now()()
 
-	pipe := l.rdb.Pipeline()
-	locked := pipe.SetNX(ctx, k.lock, token, l.opts.lockTTL())
-	tm := pipe.Eval(ctx, timeYoungLua, []string{k.lock, k.counter}, guard)
-	holderCmd := pipe.Get(ctx, k.lock)
-	pipe.Exec(ctx) // each command's error is checked: Exec reports only the first
-	for _, c := range []redis.Cmder{locked, tm, holderCmd} {
-		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			if locked.Val() {
-				l.unlock(k, token)
-			}
-			return nil, "", fmt.Errorf("limiter: acquire %s: lock: %w", k.site, err)
-		}
-	}
-	if !locked.Val() {
-		return nil, holderCmd.Val(), nil
+	holder, err = l.rdb.SetArgs(ctx, k.lock, token, redis.SetArgs{Mode: "NX", Get: true, TTL: l.opts.lockTTL()}).Result()
+	switch {
+	case errors.Is(err, redis.Nil): // the lock was free: ours now
+	case err != nil:
+		l.unlock(k, token) // in case it was set before the reply was lost
+		return nil, "", fmt.Errorf("limiter: acquire %s: lock: %w", k.site, err)
+	default:
+		return nil, holder, nil
 	}
 	outs = make([]outcome, len(ts))
-	now, young, err := serverMillis(tm.Val())
-	if err != nil {
-		l.unlock(k, token)
-		return nil, "", fmt.Errorf("limiter: acquire %s: %w", k.site, err)
-	}
-	if young > 0 {
-		l.unlock(k, token)
-		for i := range outs {
-			outs[i] = outcome{state: stYoung, rank: -1, wait: time.Duration(young) * time.Millisecond, sent: sent}
-		}
-		return outs, "", nil
-	}
-
 	args := make([]any, 0, 4+len(ts))
-	args = append(args, token, now, ms(lease), ms(ttl))
+	args = append(args, token, ms(lease), ms(ttl), guard)
 	for _, t := range ts {
 		args = append(args, t.id)
 	}
@@ -91,17 +73,23 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 		l.unlock(k, token)
 		return nil, "", fmt.Errorf("limiter: acquire %s: %w", k.site, err)
 	}
-	if len(v) == 1 && v[0] == 0 {
+	switch {
+	case len(v) == 1 && v[0] == 0:
 		return nil, "", nil // the lock was lost: nothing written
-	}
-	if len(v) != 5 || v[0] != 1 {
+	case len(v) == 2 && v[0] == 2:
+		// The restart guard: nothing written, the lock released.
+		for i := range outs {
+			outs[i] = outcome{state: stYoung, rank: -1, wait: time.Duration(v[1]) * time.Millisecond, sent: sent}
+		}
+		return outs, "", nil
+	case len(v) != 6 || v[0] != 1:
 		l.drop(k, ts)
 		l.unlock(k, token)
 		return nil, "", fmt.Errorf("limiter: acquire %s: unexpected reply %v", k.site, v)
 	}
 	// Ranks count the entries kept ahead: a TryAcquire entry that is not
 	// granted is taken out, so it holds no place.
-	rank, nextAt, oldest := int(v[1]), v[2], v[3]
+	rank, nextAt, oldest, now := int(v[1]), v[2], v[3], v[5]
 	var out []*ticket
 	for i, t := range ts {
 		o := outcome{state: stQueued, rank: rank, sent: sent}
@@ -159,29 +147,4 @@ func (l *Limiter) drop(k keys, ts []*ticket) {
 	pipe.ZRem(ctx, k.owners, ids...)
 	pipe.ZRem(ctx, k.holders, ids...)
 	pipe.Exec(ctx)
-}
-
-// serverMillis converts time.lua's reply (seconds, microseconds, restart
-// guard wait in ms) to the server time in milliseconds and the wait.
-func serverMillis(v any) (now, young int64, err error) {
-	parts, ok := v.([]any)
-	if !ok || len(parts) != 3 {
-		return 0, 0, fmt.Errorf("unexpected TIME reply %v", v)
-	}
-	var n [3]int64
-	for i, p := range parts {
-		var err error
-		switch x := p.(type) {
-		case string:
-			n[i], err = strconv.ParseInt(x, 10, 64)
-		case int64:
-			n[i] = x
-		default:
-			err = fmt.Errorf("unexpected TIME field %T", p)
-		}
-		if err != nil {
-			return 0, 0, err
-		}
-	}
-	return n[0]*1000 + n[1]/1000, n[2], nil
 }

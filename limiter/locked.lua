@@ -1,26 +1,38 @@
 -- locked.lua: ModeLocked's second round trip, run only while the site lock is
 -- still ours (Redis in Action 6.3's acquire, after the lock is won).
 -- KEYS: see common.lua.
--- ARGV[1] the lock token won in step 1   ARGV[2] server ms read in step 1
--- ARGV[3] lease ms   ARGV[4] key TTL ms   ARGV[5..] entry ids, in batch order
+-- ARGV[1] the lock token won in step 1   ARGV[2] lease ms   ARGV[3] key TTL ms
+-- ARGV[4] the age in ms the node needs before it may grant (young.lua)
+-- ARGV[5..] entry ids, in batch order
 -- If the lock is no longer ours (we stalled past LockTTL and another took it),
--- it writes nothing and returns {0}. Otherwise it drops expired entries, takes
+-- it writes nothing and returns {0}. If the site has no counter and the node
+-- is too young to grant (young.lua), it writes nothing, releases the lock and
+-- returns {2, ms to wait}. Otherwise it drops expired entries, takes
 -- counters with INCRBY (never lower than any taken before: a counter is never
 -- set back), adds the entries, releases the lock and returns {1, entries kept
 -- ahead (ZCARD owners before ours), next-request ms, score of the oldest
--- holder or -1, the last counter taken}.
-if redis.call('GET', KEYS[4]) ~= ARGV[1] then
+-- holder or -1, the last counter taken, server ms}.
+local got = redis.call('MGET', KEYS[4], KEYS[5])
+if got[1] ~= ARGV[1] then
   return {0}
 end
-local now, lease, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = now_ms()
+local lease, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local n = #ARGV - 4
 local oldest, card, new = prune(now, lease, ttl)
-local nxt = next_at()
+local nxt = tonumber(got[2] or '0')
 local c = redis.call('INCRBY', KEYS[3], n)
+if c == n then
+  local young = node_young(tonumber(ARGV[4]))
+  if young > 0 then
+    redis.call('DEL', KEYS[3], KEYS[4])
+    return {2, young}
+  end
+end
 for i = 1, n do
   redis.call('ZADD', KEYS[1], now, ARGV[4 + i])
   redis.call('ZADD', KEYS[2], c - n + i, ARGV[4 + i])
 end
 touch(ttl, lease, new)
 redis.call('DEL', KEYS[4])
-return {1, card, nxt, oldest or -1, c}
+return {1, card, nxt, oldest or -1, c, now}

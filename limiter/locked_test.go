@@ -29,7 +29,14 @@ func (s *stallAfterLock) DialHook(n redis.DialHook) redis.DialHook { return n }
 func (s *stallAfterLock) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, c redis.Cmder) error {
 		s.maybeStall()
-		return n(ctx, c)
+		err := n(ctx, c)
+		// SET lock token NX GET replies nil when it took the lock.
+		if strings.EqualFold(c.Name(), "set") && errors.Is(err, redis.Nil) {
+			s.mu.Lock()
+			s.armed = !s.done
+			s.mu.Unlock()
+		}
+		return err
 	}
 }
 

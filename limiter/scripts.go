@@ -2,7 +2,6 @@ package limiter
 
 import (
 	_ "embed"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -18,22 +17,15 @@ var (
 	releaseLua string
 	//go:embed unlock.lua
 	unlockLua string
-	//go:embed time.lua
-	timeLua string
 	//go:embed young.lua
 	youngLua string
 	//go:embed locked.lua
 	lockedLua string
 
-	// timeYoungLua is sent whole with EVAL in ModeLocked's first pipelined
-	// round trip (a pipeline cannot fall back from EVALSHA), so without the
-	// comments.
-	timeYoungLua = code(youngLua + timeLua)
-
 	acquireScript = redis.NewScript(commonLua + youngLua + acquireLua)
 	checkScript   = redis.NewScript(commonLua + checkLua)
 	releaseScript = redis.NewScript(commonLua + releaseLua)
-	lockedScript  = redis.NewScript(commonLua + lockedLua)
+	lockedScript  = redis.NewScript(commonLua + youngLua + lockedLua)
 )
 
 // Script states, as the scripts return them.
@@ -45,14 +37,3 @@ const (
 	stLost      = 5
 	stYoung     = 6
 )
-
-// code is a Lua source without its comment lines and blank lines.
-func code(src string) string {
-	var b strings.Builder
-	for line := range strings.Lines(src) {
-		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "--") {
-			b.WriteString(line)
-		}
-	}
-	return b.String()
-}
