@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -219,5 +220,65 @@ func TestOnRedisCluster(t *testing.T) {
 	}
 	if st, err := f.Stats(ctx); err != nil || st.Done != 14 || st.Queued != 0 || st.InFlight != 0 {
 		t.Fatalf("stats on a cluster: %+v, %v; want 14 done", st, err)
+	}
+}
+
+// 8 workers crawl a tree of 2,000 pages over 20 sites on 16 shards, each
+// page's links mostly on other shards: every page is fetched exactly once,
+// and no worker is told the crawl is done before it is.
+func TestCrawlTreeAcrossShards(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	const pages = 2000
+	page := func(i int) string { return fmt.Sprintf("http://t%d.example/%d", i%20, i) }
+	f.Seed(ctx, page(0))
+	var mu sync.Mutex
+	got := map[string]int{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			it, err := f.Next(ctx)
+			for {
+				var empty *EmptyError
+				switch {
+				case errors.Is(err, ErrDone):
+					return
+				case errors.As(err, &empty):
+					time.Sleep(time.Millisecond)
+					it, err = f.Next(ctx)
+					continue
+				case err != nil:
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				got[it.URL]++
+				mu.Unlock()
+				var i int
+				fmt.Sscanf(it.URL[strings.LastIndex(it.URL, "/")+1:], "%d", &i)
+				var links []string
+				for _, c := range []int{2*i + 1, 2*i + 2} {
+					if c < pages {
+						links = append(links, page(c))
+					}
+				}
+				r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Links: links, Next: true})
+				if r.Settled != nil {
+					t.Error(r.Settled)
+				}
+				it, err = r.Next, r.NextErr
+			}
+		}()
+	}
+	wg.Wait()
+	if len(got) != pages {
+		t.Fatalf("%d pages fetched before every worker was told the crawl was done; want %d", len(got), pages)
+	}
+	for u, n := range got {
+		if n != 1 {
+			t.Fatalf("%s fetched %d times", u, n)
+		}
 	}
 }
