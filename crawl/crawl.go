@@ -71,7 +71,7 @@ type Crawler struct {
 	// tr takes the permits of every worker's requests.
 	tr *fetch.Transport
 
-	pages, failed, skipped, inflight, tooLong atomic.Int64
+	pages, failed, skipped, inflight, tooLong, linksClosed atomic.Int64
 	tooLongSeen                               atomic.Bool // the first such link is logged at Info
 }
 
@@ -134,12 +134,15 @@ type Progress struct {
 	// TooLong counts the links found that were longer than
 	// Options.MaxURLLength, and dropped.
 	TooLong int64
+	// LinksDisallowed counts the links found that their site's robots.txt
+	// closes, dropped before they were queued (see Crawler.Seed's scope).
+	LinksDisallowed int64
 }
 
 // Progress reads the process's counters.
 func (c *Crawler) Progress() Progress {
 	return Progress{Pages: c.pages.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), InFlight: c.inflight.Load(),
-		TooLong: c.tooLong.Load(), Waiting: int64(c.tr.Waiting())}
+		TooLong: c.tooLong.Load(), LinksDisallowed: c.linksClosed.Load(), Waiting: int64(c.tr.Waiting())}
 }
 
 // Run works until the crawl is done for the whole fleet (or forever with

@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"context"
+	"net/url"
 	"sync"
 	"time"
 
@@ -84,17 +85,31 @@ func (c *Crawler) refreshScope(ctx context.Context) {
 	}
 }
 
-// inScope keeps the links to the sites in the crawl's scope.
+// inScope keeps the links to the sites in the crawl's scope, less those
+// that the site's robots.txt, if this process holds it, closes: they are
+// counted (Progress.LinksDisallowed) and never queued, which spares the
+// frontier a URL and the crawl a turn that could only skip it. A link whose
+// robots.txt is not at hand is kept: its fetch is checked anyway.
 func (c *Crawler) inScope(ctx context.Context, links []string) []string {
 	c.refreshScope(ctx)
 	var in []string
 	c.scope.mu.RLock()
 	defer c.scope.mu.RUnlock()
+	closed := 0
 	for _, l := range links {
-		if _, site, err := frontier.Normalize(l); err == nil && c.scope.sites[site] {
-			in = append(in, l)
+		norm, site, err := frontier.Normalize(l)
+		if err != nil || !c.scope.sites[site] {
+			continue
 		}
+		if u, err := url.Parse(norm); err == nil {
+			if pol, ok := c.rob.Local(u); ok && !pol.Allowed(u.RequestURI()) {
+				closed++
+				continue
+			}
+		}
+		in = append(in, l)
 	}
+	c.linksClosed.Add(int64(closed))
 	return in
 }
 

@@ -243,6 +243,18 @@ func (c *Cache) keys(o origin) originKeys {
 	return originKeys{policy: base, good: base + ":good", fails: base + ":fails", lease: base + ":lease"}
 }
 
+// Local returns the policy of u's robots.txt if this process holds it
+// (fresh) in memory, without asking Redis or the site; ok is false
+// otherwise. A crawler uses it to drop links robots.txt already closes
+// before it queues them; the fetch is still checked (Policy).
+func (c *Cache) Local(u *url.URL) (p Policy, ok bool) {
+	o, err := c.origin(u)
+	if err != nil {
+		return Policy{}, false
+	}
+	return c.local.get(o.String(), time.Now())
+}
+
 // Policy returns the policy of u's robots.txt: the one of u's scheme, host
 // and port, for any URL there. It blocks while another worker fetches that
 // robots.txt, until ctx ends. Errors come from Redis, ctx, a fetch the

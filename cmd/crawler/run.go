@@ -255,7 +255,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	g.Go(func() error { defer close(done); return c.Run(gctx) })
 	err = g.Wait()
 	p := c.Progress()
-	log.Info("crawl finished", "pages", p.Pages, "skipped", p.Skipped, "failed", p.Failed, "links_too_long", p.TooLong, "stopped", ctx.Err() != nil,
+	log.Info("crawl finished", "pages", p.Pages, "skipped", p.Skipped, "failed", p.Failed, "links_too_long", p.TooLong, "links_disallowed", p.LinksDisallowed, "stopped", ctx.Err() != nil,
 		"redis_round_trips", m.RoundTrips())
 	return err
 }
