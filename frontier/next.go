@@ -89,7 +89,17 @@ func (f *Frontier) probeNext(ctx context.Context, lay *layout, tried *shard, emp
 		// Seen empty everywhere, but the shards were read one after
 		// another: a settlement may have queued links on a shard read
 		// before it and left its own read after. A second look that finds
-		// the same admissions and still nothing settles it.
+		// the same admissions and still nothing settles it. On a Cluster a
+		// settlement's links to other shards travel to their nodes beside
+		// it, not before it, so the second look waits doneSettle first:
+		// far longer than one pipeline's spread across nodes.
+		t := time.NewTimer(doneSettle)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Item{}, ctx.Err()
+		case <-t.C:
+		}
 		again, err := f.probe(ctx, lay)
 		if err != nil {
 			return Item{}, err
@@ -101,6 +111,10 @@ func (f *Frontier) probeNext(ctx context.Context, lay *layout, tried *shard, emp
 	}
 	return Item{}, &EmptyError{Queued: p.queued, InFlight: p.inflight, Wait: p.wait}
 }
+
+// doneSettle is how long Next waits between the two looks that must both
+// find the crawl empty before it says ErrDone (see elsewhere).
+const doneSettle = 25 * time.Millisecond
 
 // probed is all shards' state, read at once.
 type probed struct {
