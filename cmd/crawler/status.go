@@ -57,7 +57,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "%s\t%d%s\t%d\t%d\t%d\t%s\t%s\t\n", s.Site, limit, known, ls.Holders, ls.Waiting, s.Queued, s.ReadyIn, ls.NextIn)
+		ready := s.ReadyIn.String()
+		if s.Full {
+			ready = "at cap" // back when one of its fetches settles
+		}
+		fmt.Fprintf(tw, "%s\t%d%s\t%d\t%d\t%d\t%s\t%s\t\n", s.Site, limit, known, ls.Holders, ls.Waiting, s.Queued, ready, ls.NextIn)
 	}
 	if len(sites) == 0 {
 		fmt.Fprintln(tw, "(no site has queued URLs)\t\t\t\t\t\t\t")
