@@ -49,13 +49,14 @@ end
 -- once, or with owners first). The one exception is holders expiring a
 -- moment before owners (their expiry times can differ by a millisecond):
 -- then holders is empty while owners is not, and that is pruned too.
+-- owned is ZCARD owners when the caller has just read it, else nil.
 -- Returns the score of the oldest live holder (nil if none), the entries in
 -- owners, and whether a ZADD will create holders or owners (so the caller
 -- must touch).
-local function prune(now, lease, ttl)
+local function prune(now, lease, ttl, owned)
   local cut = now - lease
   local oldest = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
-  local owned = redis.call('ZCARD', KEYS[2])
+  owned = owned or redis.call('ZCARD', KEYS[2])
   if (oldest and oldest <= cut) or (not oldest and owned > 0) then
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', cut)
     owned = redis.call('ZINTERSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'WEIGHTS', 1, 0)

@@ -71,3 +71,28 @@ func ExampleLimiter_AcquireRule() {
 	q.Release(ctx)
 	// Output: limit 1 waited at least the delay: true
 }
+
+// ReleaseOn puts a permit's release on a pipeline that carries other
+// commands (here, recording the page), so both cost one round trip.
+func ExamplePermit_ReleaseOn() {
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	l := limiter.New(rdb, &limiter.Options{Prefix: "example"})
+	defer l.Close()
+	ctx := context.Background()
+
+	p, err := l.Acquire(ctx, "example.org", 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// ... fetch the page under p ...
+	pipe := rdb.Pipeline()
+	after := p.ReleaseOn(ctx, pipe)
+	done := pipe.Incr(ctx, "example:pages")
+	if _, err := pipe.Exec(ctx); err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		fmt.Println(err) // the release's own error comes from after
+	}
+	fmt.Println("released:", after(), "recorded:", done.Err() == nil)
+	// Output: released: <nil> recorded: true
+}

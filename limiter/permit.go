@@ -255,7 +255,10 @@ func (p *Permit) Release(ctx context.Context) error {
 // pipe may come from a *redis.Client or a *redis.ClusterClient (the release
 // goes to the site's node) and is best a plain pipeline, not a transaction.
 // The release is one EVALSHA; when the node does not have the script (it
-// restarted, or SCRIPT FLUSH), after runs it alone, a round trip more. after
+// restarted, or SCRIPT FLUSH; the first release on a node), after runs it
+// alone, a round trip more. pipe.Exec then returns that NOSCRIPT error (Exec
+// reports the first failed command): check the pipeline's other commands one
+// by one and leave the release's outcome to after. after
 // wakes the waiters of this process the release lets in, as Release does; it
 // may be called more than once and returns the same result. Called before
 // pipe was executed, it returns an error and the slot frees itself when the

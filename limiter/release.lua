@@ -24,12 +24,13 @@ if ARGV[5] == '1' and delay > 0 then
   wait = delay
 end
 local out = {0, wait}
-if redis.call('ZCARD', KEYS[2]) > limit then
+local owned = redis.call('ZCARD', KEYS[2])
+if owned > limit then
   -- Someone may be waiting: rank the entry among live ones only. Those
   -- it lets in wait out the site's hold-off, whoever set it (our delay, a
   -- Backoff, another holder's delay), not only this permit's delay.
   now = now or now_ms()
-  local _, size = prune(now, lease, ttl)
+  local _, size = prune(now, lease, ttl, owned)
   wait = math.max(wait, next_at() - now)
   out[2] = wait
   local rank = redis.call('ZRANK', KEYS[2], id)
