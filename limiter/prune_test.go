@@ -119,3 +119,35 @@ func TestOwnersOutliveHolders(t *testing.T) {
 		noKeyWithoutTTL(t, l)
 	})
 }
+
+// On a site in use (a permit held keeps its keys), acquires and releases
+// set no TTL while the keys' TTL is less than a lease old: TTLs are set
+// together, once a lease, not by every call on every key.
+func TestTTLSetOnlyWhenNeeded(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		rdb := newClient(t)
+		l := newLimiter(t, rdb, Options{Mode: mode})
+		held, err := l.Acquire(ctx, "ttl.example", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := commandStats(t, rdb)
+		for i := 0; i < 20; i++ {
+			p, err := l.Acquire(ctx, "ttl.example", 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Release(ctx)
+		}
+		after := commandStats(t, rdb)
+		if n := after["pexpire"] - before["pexpire"]; n != 0 {
+			t.Errorf("PEXPIRE ran %v times in 20 acquire+release pairs on a site in use, want 0", n)
+		}
+		if n := after["zadd"] - before["zadd"]; n < 40 {
+			t.Fatalf("%v ZADDs: the test counted the wrong server", n)
+		}
+		held.Release(ctx)
+		noKeyWithoutTTL(t, l)
+	})
+}
