@@ -57,7 +57,8 @@ type Result struct {
 
 var outcomes = map[Outcome]string{Fetched: "fetched", Skipped: "skipped", Retry: "retry", Deferred: "deferred", Released: "released"}
 
-// Settle ends one turn of an item in one round trip: Also's commands, then
+// Settle ends one turn of an item in one round trip (two on a Cluster when
+// links go to other shards, see send): Also's commands, then
 // one script call on the item's shard that settles it, admits the links of
 // that shard and (with Next) takes the next item there, and an add call for
 // each other shard the links belong to. When the item's shard has nothing
@@ -68,7 +69,7 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 	var r Result
 	lay, err := f.layout(ctx)
 	if err != nil {
-		r.Settled = err
+		r.Settled = errors.Join(err, f.alone(ctx, s.Also))
 		if s.Next {
 			r.NextErr = err
 		}
@@ -77,7 +78,7 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 	it := s.Item
 	how, ok := outcomes[s.Outcome]
 	if !ok {
-		r.Settled = fmt.Errorf("frontier: settle %s: unknown outcome %d", it.URL, s.Outcome)
+		r.Settled = errors.Join(fmt.Errorf("frontier: settle %s: unknown outcome %d", it.URL, s.Outcome), f.alone(ctx, s.Also))
 		if s.Next {
 			r.NextErr = r.Settled
 		}
@@ -112,8 +113,8 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 			calls = append(calls, f.addCall(o, 0, args))
 		}
 	}
+	after := f.send(ctx, s.Also, calls, own)
 	calls = append(calls, own)
-	after := f.pipelined(ctx, s.Also, calls...)
 	var errs []error
 	for _, c := range calls[:len(calls)-1] {
 		if _, err := f.answer(c); err != nil {
@@ -146,6 +147,32 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 		r.NextErr = fmt.Errorf("frontier: next: no answer")
 	}
 	return r
+}
+
+// send runs also's commands, the other shards' add calls and then the
+// item's own call, in one round trip. On a Cluster, where the other shards'
+// nodes would get their part beside the item's node and not before it, the
+// adds go one round trip earlier: otherwise a worker could see the whole
+// crawl empty between the settlement and the links' arrival, and stop.
+func (f *Frontier) send(ctx context.Context, also func(redis.Pipeliner) func() error, adds []*call, own *call) (after func() error) {
+	if _, cluster := f.rdb.(*redis.ClusterClient); !cluster || len(adds) == 0 {
+		return f.pipelined(ctx, also, append(adds, own)...)
+	}
+	first := f.pipelined(ctx, also, adds...)
+	f.pipelined(ctx, nil, own)
+	return first
+}
+
+// alone runs also's commands in a round trip of their own (a settlement
+// that failed before its own round trip must still release its permit).
+func (f *Frontier) alone(ctx context.Context, also func(redis.Pipeliner) func() error) error {
+	if also == nil {
+		return nil
+	}
+	pipe := f.rdb.Pipeline()
+	after := also(pipe)
+	pipe.Exec(ctx) // each command's outcome is in its cmd, for after
+	return after()
 }
 
 func (f *Frontier) addCall(sh *shard, scope int64, quads []any) *call {

@@ -223,6 +223,104 @@ func TestOnRedisCluster(t *testing.T) {
 	}
 }
 
+// slowAdds delays a node's pipelines that carry add calls and no
+// settlement: that node's part of a settlement arrives late.
+type slowAdds struct{ d time.Duration }
+
+func (h slowAdds) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h slowAdds) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h slowAdds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		adds, settles := false, false
+		for _, c := range cmds {
+			if a := c.Args(); len(a) > 1 {
+				adds = adds || a[1] == addScript.Hash()
+				settles = settles || a[1] == settleScript.Hash()
+			}
+		}
+		if adds && !settles {
+			time.Sleep(h.d)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// On a Cluster a settlement's links to other shards are queued before the
+// item stops counting as in flight, however slow their nodes: a worker
+// polling meanwhile is never told the crawl is done. Sent beside the
+// settlement (one pipeline split over the nodes), they arrived after it,
+// and the poller got ErrDone.
+func TestClusterLinksBeforeSettlement(t *testing.T) {
+	rc, err := redistest.StartCluster(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs()})
+	defer cc.Close()
+	cc.OnNewNode(func(c *redis.Client) { c.AddHook(slowAdds{d: 300 * time.Millisecond}) })
+	ctx := ctxT(t)
+	f := New(cc, &Options{Crawl: "cluster-order"})
+	// Every node learns the scripts first: a pipelined call that finds
+	// none runs again alone, after the others, which would hide the race.
+	var warm []string
+	for i := range 40 {
+		warm = append(warm, fmt.Sprintf("http://w%d.example/", i))
+	}
+	if _, err := f.Add(ctx, 0, warm...); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, ctx, f)
+	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Links on shards of other nodes only: the item's node answers at once.
+	node := func(site string) string {
+		c, err := cc.MasterForKey(ctx, shardOf(t, f, site).keys[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Options().Addr
+	}
+	var links []string
+	for i := 0; len(links) < 12 && i < 1000; i++ {
+		if l := fmt.Sprintf("l%d.example", i); node(l) != node(it.Site) {
+			links = append(links, "http://"+l+"/")
+		}
+	}
+	settled := make(chan Result, 1)
+	go func() { settled <- f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Links: links}) }()
+	poller := New(cc, &Options{Crawl: "cluster-order"})
+	polled := 0
+	for {
+		select {
+		case r := <-settled:
+			if r.Settled != nil {
+				t.Fatal(r.Settled)
+			}
+			if got := polled + len(drain(t, ctx, f)); got != len(links) {
+				t.Fatalf("%d URLs in all, want %d", got, len(links))
+			}
+			return
+		default:
+		}
+		it, err := poller.Next(ctx)
+		switch {
+		case errors.Is(err, ErrDone):
+			t.Fatal("a poller was told the crawl is done while a settlement's links were on their way")
+		case err == nil:
+			polled++ // a link queued ahead of the settlement
+			if err := poller.Done(ctx, it); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // 8 workers crawl a tree of 2,000 pages over 20 sites on 16 shards, each
 // page's links mostly on other shards: every page is fetched exactly once,
 // and no worker is told the crawl is done before it is.
