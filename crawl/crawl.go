@@ -1,8 +1,11 @@
 // Package crawl is one crawler process's workers: each takes a URL from the
-// shared frontier, fetches it through the permit-taking transport with colly,
-// queues the links it finds, and settles the URL. A worker never waits on a
-// full site while others have free slots: it defers the URL and takes one of
-// another site.
+// shared frontier, which hands out only URLs of sites below their cap whose
+// turn has come; reserves the site's permit (checking robots.txt); fetches
+// it with colly through the permit-taking transport; and settles it: the
+// permit's release, the URL's outcome, its links and the next URL go to
+// Redis in one round trip. The semaphore still guards every request: a
+// site found full (another crawl sharing it) is waited for briefly in its
+// fair line, then put back for later.
 package crawl
 
 import (
@@ -14,7 +17,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -72,11 +74,11 @@ type Crawler struct {
 	tr *fetch.Transport
 
 	pages, failed, skipped, inflight, tooLong, linksClosed atomic.Int64
-	tooLongSeen                               atomic.Bool // the first such link is logged at Info
+	tooLongSeen                                            atomic.Bool // the first such link is logged at Info
 }
 
-// New returns a Crawler. rob must be built on an http.Client whose transport
-// takes permits (see NewRobotsClient).
+// New returns a Crawler. rob must fetch robots.txt under permits too (see
+// NewRobotsCache).
 func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Options) *Crawler {
 	if o.Workers <= 0 {
 		o.Workers = 8
@@ -307,8 +309,10 @@ func (c *Crawler) turn(ctx context.Context, w *worker, it frontier.Item) *turn {
 // permit to be had it returns instead what becomes of the item (nil when
 // it was given back).
 func (c *Crawler) reserve(ctx context.Context, it frontier.Item) (*fetch.Reservation, *frontier.Settlement) {
-	u, err := url.Parse(it.URL)
+	u, err := fetch.RequestURL(it.URL) // the URL colly will send
 	if err != nil {
+		c.skipped.Add(1)
+		c.record(it, 0, 0, err)
 		return nil, &frontier.Settlement{Item: it, Outcome: frontier.Skipped, Next: true}
 	}
 	res, err := c.tr.Reserve(ctx, u, 0)
@@ -394,13 +398,40 @@ func (c *Crawler) settleTurn(ctx context.Context, s frontier.Settlement, res *fe
 	if r.Failed {
 		c.failed.Add(1)
 	}
-	if err := r.Settled; err != nil && !errors.Is(err, limiter.ErrPermitLost) {
-		c.settle(ctx, s.Item, err)
-	}
+	c.settle(ctx, s.Item, withoutLost(r.Settled))
 	if !s.Next {
 		return nil
 	}
 	return &turn{r.Next, r.NextErr}
+}
+
+// withoutLost is err less its limiter.ErrPermitLost parts: a permit lost
+// during its fetch is counted by the transport's observer, and its fetch
+// retried; it is no frontier trouble.
+func withoutLost(err error) error {
+	var rest []error
+	for _, e := range flatten(err) {
+		if !errors.Is(e, limiter.ErrPermitLost) {
+			rest = append(rest, e)
+		}
+	}
+	return errors.Join(rest...)
+}
+
+// flatten lists the errors joined in err (errors.Join), err itself if none.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flatten(e)...)
+	}
+	return out
 }
 
 // releasePermit gives a reserved permit back (nothing if the transport did).

@@ -89,7 +89,8 @@ func (c *Crawler) refreshScope(ctx context.Context) {
 // that the site's robots.txt, if this process holds it, closes: they are
 // counted (Progress.LinksDisallowed) and never queued, which spares the
 // frontier a URL and the crawl a turn that could only skip it. A link whose
-// robots.txt is not at hand is kept: its fetch is checked anyway.
+// robots.txt is not at hand, or was unreachable (closed only until it is
+// fetched again), is kept: its fetch is checked anyway.
 func (c *Crawler) inScope(ctx context.Context, links []string) []string {
 	c.refreshScope(ctx)
 	var in []string
@@ -102,7 +103,7 @@ func (c *Crawler) inScope(ctx context.Context, links []string) []string {
 			continue
 		}
 		if u, err := url.Parse(norm); err == nil {
-			if pol, ok := c.rob.Local(u); ok && !pol.Allowed(u.RequestURI()) {
+			if pol, ok := c.rob.Local(u); ok && !pol.Unreachable() && !pol.Allowed(u.RequestURI()) {
 				closed++
 				continue
 			}

@@ -2,10 +2,13 @@ package fetch
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/gocolly/colly/v2"
+	whatwgurl "github.com/nlnwa/whatwg-url/url"
 )
 
 // CollectorOptions configure NewCollector.
@@ -59,4 +62,24 @@ func NewCollector(t *Transport, o CollectorOptions) *colly.Collector {
 		return nil
 	})
 	return c
+}
+
+// whatwg parses URLs as colly does before it sends a request.
+var whatwg = whatwgurl.NewParser(whatwgurl.WithPercentEncodeSinglePercentSign())
+
+// RequestURL is raw as a collector from NewCollector will send it: colly
+// parses a URL by the WHATWG rules (percent-encoding characters of the
+// path and query, IDNA-mapping the host) before the request is made. A
+// Reservation must be taken for this form, or the request would not find
+// it and would wait for a second permit of the site.
+func RequestURL(raw string) (*url.URL, error) {
+	w, err := whatwg.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: %q: %w", raw, err)
+	}
+	u, err := url.Parse(w.Href(false))
+	if err != nil {
+		return nil, fmt.Errorf("fetch: %q: %w", raw, err)
+	}
+	return u, nil
 }

@@ -229,3 +229,31 @@ func TestLostHandoverKeepsTheCrawlDelay(t *testing.T) {
 		t.Fatalf("wait hint %v, want about the 30 s crawl delay", busy.Wait)
 	}
 }
+
+// colly sends a URL as the WHATWG rules write it (percent-encoded query
+// characters, an IDNA host): a reservation taken for RequestURL's form
+// serves the colly request, unchecked, and stays valid for its owner.
+// Taken for url.Parse's form, the request did not find it: it checked
+// robots.txt again and waited for a second permit of the cap-1 site until
+// the first one's lease ran out.
+func TestReservationMatchesCollysURL(t *testing.T) {
+	tr, ts := setup(t, 2*time.Second, testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{Concurrency: 1}})
+	ctx := context.Background()
+	raw := ts.Sites()[0].URL + "/p/1?q=it's \"caf\u00e9\"<x>"
+	u, err := RequestURL(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := tr.Reserve(ctx, u, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := NewCollector(tr, CollectorOptions{UserAgent: "politebot/1.0", Context: WithReservation(ctx, r)})
+	col.Request(http.MethodGet, raw, nil, nil, nil) // the test site answers 404: no matter
+	if n := tr.checks.Load(); n != 1 {
+		t.Fatalf("%d robots checks for one reserved colly request, want 1", n)
+	}
+	if err := r.Release(ctx); err != nil {
+		t.Fatalf("the owner's release: %v, want the reserved permit still valid", err)
+	}
+}

@@ -1,8 +1,12 @@
 // Package fetch makes every HTTP request of the crawler polite: Transport
 // checks the site's robots policy, takes a permit from the site's semaphore
-// for each request (redirect hops and robots.txt included), keeps it alive
-// while the body streams, stops the request if the permit is lost, and gives
-// it back when the body is closed. NewCollector sets colly up on it.
+// for each request (redirect hops included), keeps it alive while the body
+// streams, stops the request if the permit is lost, and gives it back when
+// the body is closed. A worker may instead reserve the permit ahead
+// (Transport.Reserve) and pass it with the request's context
+// (WithReservation); it then releases it itself, for example in the round
+// trip that settles the URL. RobotsTransport takes the permits of
+// robots.txt requests. NewCollector sets colly up on a Transport.
 package fetch
 
 import (
