@@ -72,6 +72,9 @@ type Crawler struct {
 
 	// tr takes the permits of every worker's requests.
 	tr *fetch.Transport
+	// wake rouses one idle worker: the frontier said, handing out an item,
+	// that another site is ready too (frontier.Item.More).
+	wake chan struct{}
 
 	pages, failed, skipped, inflight, tooLong, linksClosed atomic.Int64
 	tooLongSeen                                            atomic.Bool // the first such link is logged at Info
@@ -96,7 +99,7 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, base: pool(o.Cap)}
+	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, base: pool(o.Cap), wake: make(chan struct{}, 1)}
 	c.tr = &fetch.Transport{Base: c.base, Limiter: lim, Robots: rob, Cap: o.Cap, Observer: o.Observer}
 	if o.Out != nil {
 		c.enc = json.NewEncoder(o.Out)
@@ -124,7 +127,10 @@ func (c *Crawler) Seed(ctx context.Context, seeds []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, _, err := c.loadScope(ctx); err != nil {
+	// Seeded: a stop that comes now must not turn that into an error.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
+	defer cancel()
+	if _, _, err := c.loadScope(sctx); err != nil {
 		return n, fmt.Errorf("crawl: seeded, but: %w", err)
 	}
 	return n, nil
@@ -230,7 +236,7 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 			if empty != nil {
 				wait = min(max(empty.Wait, time.Millisecond), 250*time.Millisecond)
 			}
-			sleep(ctx, wait+rand.N(wait/4+1))
+			c.idle(ctx, wait+rand.N(wait/4+1))
 			continue
 		case err != nil:
 			idle = min(idle+1, 6)
@@ -239,7 +245,33 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 			continue
 		}
 		idle = 0
+		if it.More {
+			c.rouse()
+		}
 		taken = c.turn(ctx, w, it)
+	}
+}
+
+// idle waits d, or less if another worker rouses this one (see rouse).
+func (c *Crawler) idle(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-c.wake:
+	}
+}
+
+// rouse wakes one idle worker, if any, to take a ready site's item at once
+// instead of at its next poll: a site whose slot a settlement freed, while
+// the settling worker took another site's item. Without it, such a slot
+// stayed idle up to a poll interval (250 ms), five pages' time on a 50 ms
+// site.
+func (c *Crawler) rouse() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -17,8 +17,15 @@
 -- ARGV[1] key base: queues are base..'q:'..site, seen buckets base..'seen:'..n
 -- ARGV[2] key TTL ms   ARGV[3] visibility ms   ARGV[4] default cap
 -- ARGV[5] page limit (0: none)   ARGV[6] '1': refresh every key's TTL (keep)
--- ARGV[7..] the script's own
-local PARKED = 1e15 -- a site at its cap: out of the ready set until one settles
+-- ARGV[7] park ms: how long a site at its cap stays out at most
+-- ARGV[8..] the script's own
+-- A site at its cap is out of the ready set until one of its items settles,
+-- or, at most, for ARGV[7] ms: an item whose worker died counts against its
+-- site's cap until its visibility timeout, far longer than the permit lease
+-- after which the semaphore (the safety) would let the site be fetched
+-- again. Its score is PARKED plus the server ms when it comes back.
+local PARKED = 1e15
+local park = tonumber(ARGV[7])
 local SOON = 0.5 -- ready: a score at most now + SOON (round-robin places are
 -- fractions of a millisecond past now, real waits whole milliseconds)
 local base, ttl, vis = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -32,6 +39,11 @@ local function now()
     clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   return clock
+end
+
+-- parked is the score of a site at its cap from now (see PARKED).
+local function parked()
+  return PARKED + now() + park
 end
 
 local function count(field, n)
@@ -94,7 +106,7 @@ end
 local function join(site, at)
   local cap = rule(site)
   if tonumber(redis.call('HGET', KEYS[5], site) or '0') >= cap then
-    at = PARKED
+    at = parked()
   else
     local nb = redis.call('HGET', KEYS[7], site)
     if nb then
@@ -139,8 +151,9 @@ local function inflight()
   return redis.call('ZCOUNT', KEYS[2], '-inf', PARKED)
 end
 
--- take hands out the next item of a ready site: {1, id, site, item}, or
--- {0, queued, in flight, ms until something may be ready (-1: unknown)}.
+-- take hands out the next item of a ready site: {1, id, site, item, 1 if a
+-- site of the shard is still ready else 0}, or {0, queued, in flight, ms
+-- until something may be ready (-1: unknown), 0}.
 local function take()
   -- Items whose worker went quiet past the visibility timeout go back to the
   -- head of their site's queue (at-least-once) and free their site's slot.
@@ -160,12 +173,17 @@ local function take()
       else
         local s = tonumber(redis.call('ZSCORE', KEYS[1], site))
         if f >= rule(site) then
-          redis.call('ZADD', KEYS[1], PARKED, site)
+          redis.call('ZADD', KEYS[1], parked(), site)
         elseif not s or s > now() then
           redis.call('ZADD', KEYS[1], now(), site)
         end
       end
     end
+  end
+
+  -- Sites parked past their bound come back (see PARKED).
+  for _, site in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], PARKED, PARKED + now(), 'LIMIT', 0, 10)) do
+    redis.call('ZADD', KEYS[1], back_of_line(), site)
   end
 
   for _ = 1, 20 do
@@ -181,14 +199,17 @@ local function take()
       if redis.call('LLEN', q) == 0 then
         redis.call('ZREM', KEYS[1], site)
       elseif f >= rule(site) then
-        redis.call('ZADD', KEYS[1], PARKED, site) -- at its cap: back when one settles
+        redis.call('ZADD', KEYS[1], parked(), site) -- at its cap: back when one settles
       else
         redis.call('ZADD', KEYS[1], back_of_line(), site) -- round robin
       end
       local id = tostring(redis.call('HINCRBY', KEYS[4], 'ids', 1))
       redis.call('ZADD', KEYS[2], now() + vis, id)
       redis.call('HSET', KEYS[3], id, site .. '\n' .. item)
-      return {1, id, site, item}
+      -- more: a site of the shard is still ready (this one, if below its
+      -- cap), so an idle worker could take an item now.
+      local more = #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', 0, 1)
+      return {1, id, site, item, more}
     end
     redis.call('ZREM', KEYS[1], site) -- a queue lost (expired) under a ready site
   end
@@ -200,6 +221,9 @@ local function take()
   local wait = -1
   -- (A sentinel's "inf" is no number to some Lua; either way, no time.)
   local first = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] or '')
+  if first and first >= PARKED and first < math.huge then
+    first = first - PARKED -- the first site is parked: when it comes back
+  end
   if first and first < PARKED then
     wait = math.max(0, math.ceil(first - now() - SOON))
   end
@@ -210,7 +234,7 @@ local function take()
       wait = w
     end
   end
-  return {0, queued, flying, wait}
+  return {0, queued, flying, wait, 0}
 end
 
 -- keep writes the counts, and with ARGV[6] (each process asks once a minute

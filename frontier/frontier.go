@@ -116,6 +116,12 @@ type Options struct {
 	// Cap is how many items of one site are handed out at once until a
 	// settlement reports the site's own cap (default 3).
 	Cap int
+	// Park is how long a site at its cap is kept out at most (default
+	// 10s). An item whose worker died counts against its site's cap until
+	// the visibility timeout; after Park the site is handed out again, and
+	// the semaphore decides: its permits run out after their lease. Give
+	// it the permit lease.
+	Park time.Duration
 }
 
 func (o *Options) get() Options {
@@ -145,6 +151,9 @@ func (o *Options) get() Options {
 	if v.Cap <= 0 {
 		v.Cap = 3
 	}
+	if v.Park <= 0 {
+		v.Park = 10 * time.Second
+	}
 	return v
 }
 
@@ -155,6 +164,10 @@ type Item struct {
 	URL      string `json:"u"`
 	Depth    int    `json:"d"`
 	Attempts int    `json:"a,omitempty"` // failed tries so far
+	// More reports that when the item was handed out its shard still had a
+	// site ready (below its cap, its turn come): a worker that is idle
+	// could take an item now. Not kept in Redis.
+	More bool `json:"-"`
 }
 
 // Frontier is a crawl's shared queue. It is safe for concurrent use.

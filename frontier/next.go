@@ -125,7 +125,8 @@ type probed struct {
 	wait                       time.Duration   // the soonest readyIn above 0 (1s if none)
 }
 
-// parked is common.lua's PARKED score: a site at its cap. Sentinels score
+// parked is common.lua's PARKED score: a site at its cap scores it plus
+// the server ms when it comes back. Sentinels score
 // +inf; visibility deadlines are all below inflightMax.
 const (
 	parked      = 1e15
@@ -161,6 +162,8 @@ func (f *Frontier) probe(ctx context.Context, lay *layout) (probed, error) {
 		soon := -1.0
 		if z := r.ready.Val(); len(z) > 0 && z[0].Score < parked {
 			soon = z[0].Score
+		} else if len(z) > 0 && z[0].Score < 2*parked {
+			soon = z[0].Score - parked // parked at its cap: when it comes back
 		}
 		if z := r.deadline.Val(); len(z) > 0 && z[0].Score < parked && (soon < 0 || z[0].Score < soon) {
 			soon = z[0].Score

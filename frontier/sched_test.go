@@ -142,3 +142,47 @@ func TestVisibilityFreesSlot(t *testing.T) {
 		t.Fatal("the same URL twice")
 	}
 }
+
+// An item says whether its shard still had a site ready when it was handed
+// out (Item.More), so that a worker can rouse an idle one rather than leave
+// a free slot for its next poll.
+func TestItemSaysMoreReady(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Cap: 1, Shards: 1})
+	f.Add(ctx, 0, append(urls("a.example", 2), urls("b.example", 2)...)...)
+	first := take(t, f, 1)[0]
+	if !first.More {
+		t.Fatalf("first item %+v: the other site was ready, want More", first)
+	}
+	second := take(t, f, 1)[0]
+	if second.More {
+		t.Fatalf("second item %+v: both sites at their cap of 1, want no More", second)
+	}
+	r := f.Settle(ctx, Settlement{Item: first, Outcome: Fetched, Next: true})
+	if r.NextErr != nil || r.Next.More {
+		t.Fatalf("after a settlement: %+v, %v; want the freed site's item and no More (the other at its cap)", r.Next, r.NextErr)
+	}
+}
+
+// A site at its cap comes back after Park even if none of its items
+// settles (their worker died): the semaphore, whose permits run out after
+// their lease, decides then, not the visibility timeout (a minute here).
+func TestParkIsBounded(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Cap: 2, Park: 300 * time.Millisecond, Visibility: time.Minute})
+	f.Add(ctx, 0, urls("a.example", 5)...)
+	take(t, f, 2) // and never settled: a dead worker's
+	notReady(t, f, "2 in flight, cap 2")
+	start := time.Now()
+	it, err := nextSoon(ctx, f, 10*time.Second)
+	if err != nil {
+		t.Fatalf("after the park bound: %v", err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("a site at its cap handed out again after %s, before its park bound of 300ms", d)
+	}
+	if it.Site != "a.example" {
+		t.Fatalf("got %+v", it)
+	}
+	notReady(t, f, "parked again: 3 in flight, cap 2")
+}

@@ -1,20 +1,20 @@
 -- settle.lua: end one turn of an item in flight, admit the links found on it
 -- that belong to this shard, and take the next item: one call per page.
--- KEYS and ARGV[1..5]: see common.lua.
--- ARGV[7] item id   ARGV[8] how:
+-- KEYS and ARGV[1..7]: see common.lua.
+-- ARGV[8] item id   ARGV[9] how:
 --   'fetched', 'skipped'  done (skipped also counted apart); its site's slot
 --                         is free: a site parked at its cap, or deferred as
 --                         full, takes its turn again (after its delay, if any)
 --   'failed'              given up (counted in failed): frees the slot but
 --                         brings no deferred site forward
---   'retry'               back to the tail as ARGV[9], not before ARGV[10] ms
+--   'retry'               back to the tail as ARGV[10], not before ARGV[11] ms
 --                         unless the site is ready already
---   'deferred'            back to the head, the site not ready for ARGV[10] ms
+--   'deferred'            back to the head, the site not ready for ARGV[11] ms
 --   'released'            back to the head, the site ready at once
--- ARGV[9] item json for 'retry'   ARGV[10] delay ms
--- ARGV[11] the site's cap as the worker applied it (0: keep the known one)
--- ARGV[12] the site's delay ms (-1: keep the known one)
--- ARGV[13] '1' to take the next item   ARGV[14..] links: quadruples as in add.lua
+-- ARGV[10] item json for 'retry'   ARGV[11] delay ms
+-- ARGV[12] the site's cap as the worker applied it (0: keep the known one)
+-- ARGV[13] the site's delay ms (-1: keep the known one)
+-- ARGV[14] '1' to take the next item   ARGV[15..] links: quadruples as in add.lua
 -- Returns {settled (1, or 0 when the item was no longer held), admitted,
 -- scope size, took} and, with took 1 or 0, next.lua's answer.
 
@@ -27,7 +27,7 @@ local function settle(id, how)
   local nl = string.find(v, '\n', 1, true)
   local site = string.sub(v, 1, nl - 1)
   local cap, rd, known = rule(site)
-  local rcap, rdelay = tonumber(ARGV[11]), tonumber(ARGV[12])
+  local rcap, rdelay = tonumber(ARGV[12]), tonumber(ARGV[13])
   if rcap > 0 or rdelay >= 0 then
     if rcap > 0 then cap = rcap end
     if rdelay >= 0 then rd = rdelay end
@@ -52,9 +52,9 @@ local function settle(id, how)
     end
     local at
     if f >= cap then
-      at = PARKED -- a cap lowered below the items in flight: out until enough settle
+      at = parked() -- a cap lowered below the items in flight: out until enough settle
     elseif how == 'failed' then
-      if s == PARKED then
+      if s >= PARKED then
         at = math.max(back_of_line(), now() + rd)
       elseif rd > 0 and s < now() + rd then
         at = now() + rd
@@ -77,14 +77,14 @@ local function settle(id, how)
 
   local n
   if how == 'retry' then
-    n = redis.call('RPUSH', q, ARGV[9])
+    n = redis.call('RPUSH', q, ARGV[10])
   else
     n = redis.call('LPUSH', q, string.sub(v, nl + 1))
   end
   pushed(q, n)
-  local at = now() + tonumber(ARGV[10])
+  local at = now() + tonumber(ARGV[11])
   if f >= cap then
-    at = PARKED
+    at = parked()
   elseif how == 'retry' then
     if s and s < PARKED then
       at = s -- the site's other URLs keep their turn
@@ -95,12 +95,12 @@ local function settle(id, how)
   return 1
 end
 
-local settled = settle(ARGV[7], ARGV[8])
-local added = admit(14)
-if ARGV[13] == '1' then
+local settled = settle(ARGV[8], ARGV[9])
+local added = admit(15)
+if ARGV[14] == '1' then
   local r = take()
   keep()
-  return {settled, added, scope(), r[1], r[2], r[3], r[4]}
+  return {settled, added, scope(), r[1], r[2], r[3], r[4], r[5]}
 end
 keep()
 return {settled, added, 0, -1}

@@ -109,7 +109,7 @@ func (f *Frontier) args(sh *shard, more ...any) []any {
 	if now-last >= f.refreshEvery().Milliseconds() && sh.kept.CompareAndSwap(last, now) {
 		refresh = "1"
 	}
-	return append([]any{sh.base, f.o.TTL.Milliseconds(), f.o.Visibility.Milliseconds(), f.o.Cap, f.o.MaxPages, refresh}, more...)
+	return append([]any{sh.base, f.o.TTL.Milliseconds(), f.o.Visibility.Milliseconds(), f.o.Cap, f.o.MaxPages, refresh, f.o.Park.Milliseconds()}, more...)
 }
 
 func (f *Frontier) refreshEvery() time.Duration { return min(time.Minute, f.o.TTL/4) }
@@ -225,7 +225,7 @@ func (f *Frontier) answer(c *call) (answer, error) {
 	scope, _ := v[2].(int64)
 	a.settled, a.added, a.took = settled == 1, int(added), -1
 	f.noteScopeLen(scope)
-	if took, _ := v[3].(int64); len(v) == 7 {
+	if took, _ := v[3].(int64); len(v) == 8 {
 		a.took = took
 	}
 	switch a.took {
@@ -236,6 +236,8 @@ func (f *Frontier) answer(c *call) (answer, error) {
 		}
 		a.it.ID, _ = v[4].(string)
 		a.it.Site, _ = v[5].(string)
+		more, _ := v[7].(int64)
+		a.it.More = more == 1
 	case 0:
 		queued, _ := v[4].(int64)
 		inflight, _ := v[5].(int64)
