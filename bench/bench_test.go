@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"context"
 	"encoding/xml"
 	"errors"
+	"github.com/polite-crawler/polite/internal/redistest"
 	"io"
 	"math"
 	"os"
@@ -201,5 +203,24 @@ func TestMedian(t *testing.T) {
 	}
 	if row.MaxAtOnce != 4 || row.OverCap != 1 {
 		t.Fatalf("an over-cap crawl hidden behind the median: %+v", row)
+	}
+}
+
+// The seen-memory figure is measured at Redis: fingerprints take a fraction
+// of the URLs kept whole.
+func TestSeenMemory(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rdb := srv.Client()
+	defer rdb.Close()
+	s, err := SeenMemory(context.Background(), rdb, 20000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.URLs != 20000 || s.PerURL <= 0 || s.PerURL >= s.URLSetPer || s.PerURL > goalSeenBytes {
+		t.Fatalf("%+v: want 20000 URLs, each at most %d bytes and less than kept whole", s, goalSeenBytes)
 	}
 }

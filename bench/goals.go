@@ -14,11 +14,12 @@ var (
 )
 
 const (
-	goalVsTokens = 0.97                   // hot site: grants/s ≥ this × the token list's
-	goalJain     = 0.95                   // hot site: Jain fairness across waiters
-	goalCrawlCPU = 100 * time.Microsecond // crawl: Redis CPU per page
-	goalVsColly1 = 0.97                   // crawl: steady rate ≥ this × colly alone's, 1 process
-	goalVsCollyN = 0.95                   // the same with 2 or more processes
+	goalVsTokens  = 0.97                   // hot site: grants/s ≥ this × the token list's
+	goalJain      = 0.95                   // hot site: Jain fairness across waiters
+	goalCrawlCPU  = 100 * time.Microsecond // crawl: Redis CPU per page
+	goalVsColly1  = 0.97                   // crawl: steady rate ≥ this × colly alone's, 1 process
+	goalVsCollyN  = 0.95                   // the same with 2 or more processes
+	goalSeenBytes = 40                     // Redis bytes per URL seen, at 100,000 URLs
 )
 
 // goalVsColly is the share of colly alone's steady rate a crawl of procs

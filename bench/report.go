@@ -188,6 +188,9 @@ func (r *Report) verdicts() []verdict {
 				fmt.Sprintf("%.2f, %s", x.RoundTrips, us(cpu)), trips > 0 && x.RoundTrips <= trips && cpu <= goalCrawlCPU},
 			verdict{"crawl cap, " + x.Name, "0 starts over cap", fmt.Sprintf("most %d (cap %d), %d over", x.MaxAtOnce, x.Cap, x.OverCap), x.OverCap == 0 && x.MaxAtOnce <= x.Cap})
 	}
+	if s := r.Seen; s != nil {
+		v = append(v, verdict{"seen URLs in Redis", fmt.Sprintf("≤ %d bytes per URL", goalSeenBytes), fmt.Sprintf("%.1f bytes (%d URLs)", s.PerURL, s.URLs), s.PerURL <= goalSeenBytes})
+	}
 	v = append(v, r.robotsVerdicts()...)
 	return v
 }
@@ -324,6 +327,10 @@ func (r *Report) scaleSection(p func(string, ...any)) {
 	p("")
 	crawlTable(p, r.Scale)
 	p("")
+	if s := r.Seen; s != nil {
+		p("Redis memory per URL seen (the crawl's de-duplication), %d URLs of 1,000 sites admitted to a crawl of 16 shards, %.0f bytes a URL on average: **%.1f bytes** in %d keys of 64-bit fingerprints (compact intsets), against %.1f bytes for the same URLs kept whole in one SET, measured in the same run. Goal: ≤ %d bytes.", s.URLs, s.AvgURLSize, s.PerURL, s.Keys, s.URLSetPer, goalSeenBytes)
+		p("")
+	}
 }
 
 func crawlTable(p func(string, ...any), rows []CrawlRow) {

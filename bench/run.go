@@ -44,6 +44,7 @@ type Report struct {
 	Crawl       []CrawlRow // polite rows by processes and mode, then colly alone
 	CrawlSpec   CrawlSpec
 	Scale       []CrawlRow
+	Seen        *SeenRow
 	Burst       []BurstRow
 	Robots      []RobotsRow
 }
@@ -159,6 +160,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if r.Scale, err = Scale(ctx, r.CrawlSpec, sites, workers, scaleSecs); err != nil {
 			return nil, err
 		}
+		n := 100000
+		if o.Quick {
+			n = 5000
+		}
+		logf("scale: Redis memory per URL seen, %d URLs", n)
+		seen, err := SeenMemory(ctx, rdb, n)
+		if err != nil {
+			return nil, err
+		}
+		r.Seen = &seen
 	}
 	if on("robots") {
 		logf("robots: Allowed on an 8 KiB path against hostile robots.txt files")

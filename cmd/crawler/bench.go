@@ -101,6 +101,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, x := range r.Scale {
 		fmt.Fprintf(stdout, "  scale       %-28s %4.0f%% of ideal, %.1f Redis round trips/page, most at once %d (cap %d)\n", x.Name, 100*x.Util, x.RoundTrips, x.MaxAtOnce, x.Cap)
 	}
+	if s := r.Seen; s != nil {
+		fmt.Fprintf(stdout, "  seen        %d URLs: %.1f bytes of Redis each as fingerprints, %.1f kept whole\n", s.URLs, s.PerURL, s.URLSetPer)
+	}
 	for _, x := range r.Robots {
 		fmt.Fprintf(stdout, "  robots      %s: %s per check (goal ≤ %s)\n", x.Name, x.PerCheck.Round(time.Microsecond), bench.RobotsGoal)
 	}
