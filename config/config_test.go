@@ -39,8 +39,9 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	c := Default()
 	c.Redis, c.MaxPerSite, c.Workers, c.Lease, c.Semaphore = "http://x", 0, 0, time.Millisecond, "fast"
 	c.MetricsAddr, c.RedisSentinel, c.Prefix, c.Visibility, c.StopGrace = "nope", "nomaster", "a{b}", 10*time.Second, -time.Second
+	c.Shards = 0
 	err := c.Validate()
-	for _, field := range []string{"--redis:", "--max-per-site:", "--workers:", "--lease:", "--semaphore:", "--metrics-addr:", "--redis-sentinel:", "--prefix:", "--visibility:", "--stop-grace:"} {
+	for _, field := range []string{"--redis:", "--max-per-site:", "--workers:", "--lease:", "--semaphore:", "--metrics-addr:", "--redis-sentinel:", "--prefix:", "--visibility:", "--stop-grace:", "--shards:"} {
 		if err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("no %s problem in %v", field, err)
 		}
