@@ -177,7 +177,10 @@ func TestReleaseOnWakesLocalWaiter(t *testing.T) {
 		waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, "local.example"); return len(o) == 2 })
 		time.Sleep(50 * time.Millisecond) // past the fresh subscription's early look
 		k := keysFor(l.opts.prefix(), "local.example")
-		if err := l.hub.ps.Unsubscribe(ctx, k.wake); err != nil {
+		l.hub.mu.Lock() // the waiter's join set ps under it
+		ps := l.hub.ps
+		l.hub.mu.Unlock()
+		if err := ps.Unsubscribe(ctx, k.wake); err != nil {
 			t.Fatal(err)
 		}
 		if errs := releaseOn(t, ctx, rdb, p); errs[0] != nil {
