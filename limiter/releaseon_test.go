@@ -177,9 +177,13 @@ func TestReleaseOnWakesLocalWaiter(t *testing.T) {
 		waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, "local.example"); return len(o) == 2 })
 		time.Sleep(50 * time.Millisecond) // past the fresh subscription's early look
 		k := keysFor(l.opts.prefix(), "local.example")
-		l.hub.mu.Lock() // the waiter's join set ps under it
-		ps := l.hub.ps
-		l.hub.mu.Unlock()
+		var ps *redis.PubSub
+		waitFor(t, "waiter to subscribe", func() bool {
+			l.hub.mu.Lock() // the waiter's join sets ps under it
+			defer l.hub.mu.Unlock()
+			ps = l.hub.ps
+			return ps != nil
+		})
 		if err := ps.Unsubscribe(ctx, k.wake); err != nil {
 			t.Fatal(err)
 		}
