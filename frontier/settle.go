@@ -166,13 +166,10 @@ func (f *Frontier) send(ctx context.Context, also func(redis.Pipeliner) func() e
 // alone runs also's commands in a round trip of their own (a settlement
 // that failed before its own round trip must still release its permit).
 func (f *Frontier) alone(ctx context.Context, also func(redis.Pipeliner) func() error) error {
-	if also == nil {
-		return nil
+	if after := f.pipelined(ctx, also); after != nil {
+		return after()
 	}
-	pipe := f.rdb.Pipeline()
-	after := also(pipe)
-	pipe.Exec(ctx) // each command's outcome is in its cmd, for after
-	return after()
+	return nil
 }
 
 func (f *Frontier) addCall(sh *shard, scope int64, quads []any) *call {
