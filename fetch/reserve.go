@@ -91,13 +91,10 @@ func (r *Reservation) Permit() *limiter.Permit {
 	return r.p
 }
 
-// Rule is the rule robots.txt gave the reserved URL's site.
-func (r *Reservation) Rule() limiter.Rule {
-	if r == nil {
-		return limiter.Rule{}
-	}
-	return r.rule
-}
+// Rule is the rule the permit was granted under: robots.txt's for the
+// reserved URL's site, as the limiter applies it (a crawl delay makes it one
+// at a time).
+func (r *Reservation) Rule() limiter.Rule { return r.Permit().Rule() }
 
 // LastSlot reports whether the permit took the site's last free slot
 // (limiter.Permit.TookLastSlot).
@@ -140,7 +137,7 @@ func (r *Reservation) claim() bool {
 	return true
 }
 
-func (r *Reservation) release(ctx context.Context) {
+func (r *Reservation) release() {
 	if r.claim() {
 		r.t.release(r.p)
 	}

@@ -84,11 +84,7 @@ func (t *Transport) Rule(ctx context.Context, req *http.Request) (robots.Policy,
 	if err != nil {
 		return pol, limiter.Rule{}, fmt.Errorf("fetch: robots.txt of %s://%s: %w", req.URL.Scheme, robots.Site(req.URL), err)
 	}
-	r := limiter.Rule{Limit: pol.Cap(t.cap()), Delay: pol.CrawlDelay}
-	if r.Delay > 0 {
-		r.Limit = 1
-	}
-	return pol, r, nil
+	return pol, limiter.Rule{Limit: pol.Cap(t.cap()), Delay: pol.CrawlDelay}, nil
 }
 
 func (t *Transport) cap() int {
@@ -187,7 +183,7 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 // releaseNow releases p, through r when p is r's.
 func (t *Transport) releaseNow(p *limiter.Permit, r *Reservation) {
 	if r != nil {
-		r.release(context.Background())
+		r.release()
 		return
 	}
 	t.release(p)
