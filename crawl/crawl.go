@@ -351,8 +351,14 @@ func (c *Crawler) reserve(ctx context.Context, it frontier.Item) (*fetch.Reserva
 	var busy *limiter.BusyError
 	if errors.As(err, &busy) && busy.Full {
 		// Wait in the site's fair line, where a released slot is handed
-		// over at once, rather than poll (see fullSiteRecheck).
-		res, err = c.tr.Reserve(ctx, u, fullSiteRecheck)
+		// over at once, rather than poll (see fullSiteRecheck). Failing
+		// that, come back when the limiter expects a slot: the oldest
+		// holder's lease can run out then (a worker that died), unless one
+		// of the site's fetches settles first and brings it back sooner.
+		hint, start := busy.Wait, time.Now()
+		if res, err = c.tr.Reserve(ctx, u, fullSiteRecheck); errors.As(err, &busy) {
+			busy.Wait = hint - time.Since(start)
+		}
 	}
 	switch {
 	case err == nil:
@@ -360,9 +366,6 @@ func (c *Crawler) reserve(ctx context.Context, it frontier.Item) (*fetch.Reserva
 	case errors.As(err, &busy):
 		// Full, or in its crawl delay, whose end is known exactly.
 		delay := min(max(busy.Wait, time.Millisecond), 2*time.Second)
-		if busy.Full {
-			delay = fullSiteRecheck
-		}
 		return nil, &frontier.Settlement{Item: it, Outcome: frontier.Deferred, Delay: delay, Next: true}
 	case errors.Is(err, fetch.ErrDisallowed):
 		c.skipped.Add(1)

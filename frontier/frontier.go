@@ -120,7 +120,8 @@ type Options struct {
 	// 10s). An item whose worker died counts against its site's cap until
 	// the visibility timeout; after Park the site is handed out again, and
 	// the semaphore decides: its permits run out after their lease. Give
-	// it the permit lease.
+	// it half the permit lease: a worker handed the site while the dead
+	// holder's permit lives waits for it in the site's line.
 	Park time.Duration
 }
 
