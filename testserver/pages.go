@@ -10,13 +10,14 @@ import (
 	"time"
 )
 
-// ServeHTTP serves one site and records every request.
-func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serve serves one request of the site and records it; done is called
+// once, just after the site counts the request ended.
+func (s *site) serve(w http.ResponseWriter, r *http.Request, done func()) {
 	path := r.URL.Path
 	robotsFile := path == "/robots.txt" || strings.HasPrefix(path, "/robots-hop/")
 	req := s.rec.begin(path, !robotsFile && s.rules.disallowed(path), path == "/robots.txt")
 	cw := &countingWriter{ResponseWriter: w, status: http.StatusOK, req: req, size: -1,
-		end: func(status int, bytes int64) { s.rec.end(req, status, bytes) }}
+		end: func(status int, bytes int64) { s.rec.end(req, status, bytes); done() }}
 	defer cw.finish()
 	if robotsFile {
 		s.serveRobots(cw, r)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -44,6 +45,23 @@ type SiteSpec struct {
 	NonHTML   float64  `json:"non_html,omitempty"`   // /data/N.bin: application/octet-stream
 	Hostile   bool     `json:"hostile,omitempty"`    // odd link schemes, invalid UTF-8, redirect loops
 	Robots    Robots   `json:"robots"`
+
+	// Address and VHost put several sites on one server address. Sites with
+	// the same Address label share one listening IP (the label is only a
+	// name; "" means an IP of the site's own, as by default). Among them,
+	// the sites with a VHost share one port and are told apart by the Host
+	// header; each site without one has a port of its own. A site with a
+	// VHost is reached as http://VHost:port/, so a client must map the
+	// name to the listener (Site.Resolve gives curl's --resolve form), and
+	// a request whose Host names no site of its listener is answered 421
+	// Misdirected Request. VHost is a lower-case DNS name (not an IP
+	// literal), unique among the sites of one Address.
+	//
+	//	{"address": "shared", "vhost": "a.vhost.test", ...}  one port, by Host
+	//	{"address": "shared", "vhost": "b.vhost.test", ...}
+	//	{"address": "shared", ...}                           same IP, own port
+	Address string `json:"address,omitempty"`
+	VHost   string `json:"vhost,omitempty"`
 }
 
 // Robots is what a site's robots.txt says and how it is served.
@@ -128,6 +146,7 @@ func (p *Profile) Validate() error {
 	if len(p.Sites) > 60000 {
 		errs = append(errs, fmt.Errorf("sites: %d (at most 60000)", len(p.Sites)))
 	}
+	vhosts := map[[2]string]int{} // address label, name -> first site
 	for i, s := range p.Sites {
 		bad := func(field, format string, a ...any) {
 			errs = append(errs, fmt.Errorf("sites[%d].%s: %s", i, field, fmt.Sprintf(format, a...)))
@@ -171,8 +190,41 @@ func (p *Profile) Validate() error {
 				bad("robots.disallow", "%q does not start with /", d)
 			}
 		}
+		if len(s.Address) > 64 {
+			bad("address", "label of %d bytes (at most 64)", len(s.Address))
+		}
+		if s.VHost != "" {
+			if err := checkHostName(s.VHost); err != nil {
+				bad("vhost", "%v", err)
+			}
+			key := [2]string{s.Address, s.VHost}
+			if j, ok := vhosts[key]; ok && s.Address != "" {
+				bad("vhost", "%q already names sites[%d] on address %q", s.VHost, j, s.Address)
+			} else if !ok {
+				vhosts[key] = i
+			}
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkHostName accepts a lower-case DNS name of letters, digits and
+// hyphens, with at least one dot, that is not an IP literal.
+func checkHostName(name string) error {
+	if len(name) > 253 || !strings.Contains(name, ".") || net.ParseIP(name) != nil {
+		return fmt.Errorf("%q: want a dotted DNS name such as a.vhost.test, not an IP", name)
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("%q: empty, long, or hyphen-edged label %q", name, label)
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return fmt.Errorf("%q: %q is not a lower-case letter, digit or hyphen", name, c)
+			}
+		}
+	}
+	return nil
 }
 
 // parseRate reads "n/t" (t a Go duration, or a number of seconds) and returns

@@ -4,10 +4,14 @@
 // closes, robots.txt fetches, duplicates, statuses and bytes.
 //
 // It is shaped like net/http/httptest: New, then Start, URL-ish accessors,
-// and Close, which waits for requests in flight. Each site has a listener of
-// its own on its own loopback address (127.0.0.2, 127.0.0.3, ...), so host
-// names really differ. A control address serves the figures as JSON
-// (GET /_stats, POST /_reset) and as a dashboard (GET /).
+// and Close, which waits for requests in flight. By default each site has a
+// listener of its own on its own loopback address (127.0.0.2, 127.0.0.3,
+// ...), so host names really differ. A profile can also put many sites on
+// one address, as shared hosts and CDNs do: virtual hosts told apart by the
+// Host header, and several ports on one IP (SiteSpec.Address, VHost); the
+// server then also counts per listening IP and per host:port what is in
+// flight (Stats.Addresses, Stats.Listeners). A control address serves the
+// figures as JSON (GET /_stats, POST /_reset) and as a dashboard (GET /).
 package testserver
 
 import (
@@ -43,8 +47,13 @@ type Server struct {
 	profile Profile
 	opts    options
 	sites   []*site
-	start   time.Time
-	closing chan struct{} // closed by Close: cuts latency waits and streams short
+	// listeners and addrs serve the sites: a listener per host:port, an
+	// address per IP, each in order of first use by the profile.
+	listeners []*listener
+	addrs     []*address
+	dialTo    map[string]string // site Host -> its listener's IP:port
+	start     time.Time
+	closing   chan struct{} // closed by Close: cuts latency waits and streams short
 
 	control    *http.Server
 	controlURL string
@@ -55,8 +64,11 @@ type Server struct {
 // Site describes one running site.
 type Site struct {
 	Index int
-	Host  string // host:port
+	Host  string // host:port as in URL: the VHost, or else the IP
 	URL   string // http://host:port
+	// Addr is the IP:port the site listens on; with a VHost, a client must
+	// dial it for Host (see Resolve, Server.DialContext).
+	Addr string
 	// Cap is how many concurrent requests the site tolerates (its robots.txt
 	// and the profile's default); CrawlDelay the gap it asks for, if any.
 	Cap        int
@@ -76,9 +88,8 @@ type site struct {
 	robots string
 	host   string
 	url    string
+	l      *listener
 	rec    *recorder
-	ln     net.Listener
-	hs     *http.Server
 
 	mu      sync.Mutex
 	retried map[int]bool // /retry/N already answered 429/503 (bounded by Pages)
@@ -89,53 +100,40 @@ func New(p Profile, opts ...Option) (*Server, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("testserver: invalid profile: %w", err)
 	}
-	s := &Server{profile: p, opts: options{control: "127.0.0.1:0"}, closing: make(chan struct{})}
+	s := &Server{profile: p, opts: options{control: "127.0.0.1:0"}, closing: make(chan struct{}), dialTo: map[string]string{}}
 	for _, o := range opts {
 		o(&s.opts)
 	}
 	return s, nil
 }
 
-// Start opens a listener per site and the control address, and serves them
-// until Close. On error nothing is left open.
+// Start opens the sites' listeners (one per site unless the profile shares
+// them) and the control address, and serves them until Close. On error
+// nothing is left open.
 func (s *Server) Start() error {
 	s.start = time.Now()
-	for i, spec := range s.profile.Sites {
-		ip := "127.0.0.1"
-		if !s.opts.sameHost {
-			ip = fmt.Sprintf("127.0.%d.%d", i/250, 2+i%250)
+	if err := s.layout(); err != nil {
+		for _, l := range s.listeners {
+			l.ln.Close()
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		if err != nil {
-			s.Close()
-			return fmt.Errorf("testserver: site %d: %w", i, err)
-		}
-		r := siteRules(&s.profile, spec)
-		st := &site{
-			srv: s, index: i, spec: spec, rules: r, robots: robotsBody(&s.profile, spec),
-			host: ln.Addr().String(), url: "http://" + ln.Addr().String(), ln: ln,
-			rec: newRecorder(r.cap, s.start), retried: map[int]bool{},
-		}
-		st.hs = &http.Server{Handler: st, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
-			ConnState: func(_ net.Conn, cs http.ConnState) {
-				if cs == http.StateNew {
-					st.rec.connected()
-				}
-			}}
-		s.sites = append(s.sites, st)
+		s.listeners = nil
+		return err
 	}
 	if s.opts.control != "" {
 		ln, err := net.Listen("tcp", s.opts.control)
 		if err != nil {
-			s.Close()
+			for _, l := range s.listeners {
+				l.ln.Close()
+			}
+			s.listeners = nil
 			return fmt.Errorf("testserver: control address: %w", err)
 		}
 		s.controlURL = "http://" + ln.Addr().String()
 		s.control = &http.Server{Handler: s.controlHandler(), ReadHeaderTimeout: 10 * time.Second}
 		s.serve(s.control, ln)
 	}
-	for _, st := range s.sites {
-		s.serve(st.hs, st.ln)
+	for _, l := range s.listeners {
+		s.serve(l.hs, l.ln)
 	}
 	return nil
 }
@@ -152,7 +150,7 @@ func (s *Server) serve(hs *http.Server, ln net.Listener) {
 func (s *Server) Sites() []Site {
 	out := make([]Site, len(s.sites))
 	for i, st := range s.sites {
-		out[i] = Site{Index: i, Host: st.host, URL: st.url, Cap: st.rules.cap, CrawlDelay: st.rules.gap,
+		out[i] = Site{Index: i, Host: st.host, URL: st.url, Addr: st.l.addr, Cap: st.rules.cap, CrawlDelay: st.rules.gap,
 			Disallowed: st.rules.disallow, ClosedSite: st.rules.closedSite, Spec: st.spec}
 	}
 	return out
@@ -161,18 +159,46 @@ func (s *Server) Sites() []Site {
 // ControlURL is the control server's base URL ("" without one).
 func (s *Server) ControlURL() string { return s.controlURL }
 
-// Stats is a snapshot of every site's figures.
+// Stats is a snapshot of every site's figures, and of every listening
+// address's (per IP, and per host:port on it).
 type Stats struct {
-	Profile  string      `json:"profile"`
-	UptimeMs int64       `json:"uptime_ms"`
-	Sites    []SiteStats `json:"sites"`
+	Profile   string      `json:"profile"`
+	UptimeMs  int64       `json:"uptime_ms"`
+	Sites     []SiteStats `json:"sites"`
+	Addresses []AddrStats `json:"addresses"`
+	Listeners []AddrStats `json:"listeners"`
 }
 
-// Stats returns the figures of every site, in profile order.
+// Shared reports whether some IP serves more than one site: only then do
+// the rows per address say more than the rows per site.
+func (st Stats) Shared() bool {
+	for _, a := range st.Addresses {
+		if len(a.Sites) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// Stats returns the figures of every site, in profile order, then of every
+// IP and host:port, in order of first use.
 func (s *Server) Stats() Stats {
 	st := Stats{Profile: s.profile.Name, UptimeMs: time.Since(s.start).Milliseconds()}
 	for _, x := range s.sites {
-		st.Sites = append(st.Sites, x.rec.snapshot(x.host, x.url, describe(x.spec, x.rules), x.rules.gap))
+		st.Sites = append(st.Sites, x.rec.snapshot(x.host, x.l.addr, x.url, describe(x.spec, x.rules), x.rules.gap))
+	}
+	hosts := func(sites []*site) []string {
+		out := make([]string, len(sites))
+		for i, x := range sites {
+			out[i] = x.host
+		}
+		return out
+	}
+	for _, a := range s.addrs {
+		st.Addresses = append(st.Addresses, a.g.snapshot(a.ip, hosts(a.sites)))
+	}
+	for _, l := range s.listeners {
+		st.Listeners = append(st.Listeners, l.own.snapshot(l.addr, hosts(l.sites)))
 	}
 	return st
 }
@@ -186,6 +212,12 @@ func (s *Server) Reset() {
 		x.retried = map[int]bool{}
 		x.mu.Unlock()
 	}
+	for _, a := range s.addrs {
+		a.g.reset()
+	}
+	for _, l := range s.listeners {
+		l.own.reset()
+	}
 }
 
 // Close stops accepting, cuts latency waits and slow streams short, and waits
@@ -196,8 +228,8 @@ func (s *Server) Close() error {
 		close(s.closing)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, st := range s.sites {
-			if err := st.hs.Shutdown(ctx); err != nil {
+		for _, l := range s.listeners {
+			if err := l.hs.Shutdown(ctx); err != nil {
 				errs = append(errs, err)
 			}
 		}

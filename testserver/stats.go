@@ -28,7 +28,8 @@ var gapBounds = []time.Duration{0, 10 * time.Millisecond, 50 * time.Millisecond,
 // SiteStats is what one site has seen. Counts are exact: every request is
 // recorded under the site's lock as it starts and as it ends.
 type SiteStats struct {
-	Host         string `json:"host"`
+	Host         string `json:"host"` // as in URL: IP or VHost, and port
+	Addr         string `json:"addr"` // the listener's IP:port
 	URL          string `json:"url"`
 	Cap          int    `json:"cap"`            // concurrency the site tolerates
 	Rules        string `json:"rules"`          // what its robots.txt asks, in words
@@ -102,13 +103,11 @@ type recorder struct {
 	status    map[int]int64
 	bytes     int64
 	pages     int64
-	series    []int // ring of seriesLen steps
-	step      int64 // index of the newest step
-	first     int64 // step of the last reset
+	hist      series
 }
 
 func newRecorder(cap int, start time.Time) *recorder {
-	r := &recorder{cap: cap, start: start, live: map[*request]bool{}}
+	r := &recorder{cap: cap, start: start, live: map[*request]bool{}, hist: series{start: start}}
 	r.reset()
 	return r
 }
@@ -123,26 +122,12 @@ func (r *recorder) reset() {
 	r.lastEnd, r.minGap = time.Time{}, -1
 	r.gaps = make([]int64, len(gapBounds)+1)
 	r.status = map[int]int64{}
-	r.series = make([]int, seriesLen)
-	r.step = r.stepAt(time.Now())
-	r.first = r.step
-	r.series[r.step%seriesLen] = r.inflight
+	r.hist.reset(time.Now(), r.inflight)
 }
-
-func (r *recorder) stepAt(t time.Time) int64 { return int64(t.Sub(r.start) / seriesStep) }
 
 // advance moves the series to t's step, carrying the current in-flight count
 // through the steps in between. r.mu held.
-func (r *recorder) advance(t time.Time) {
-	s := r.stepAt(t)
-	for r.step < s {
-		r.step++
-		r.series[r.step%seriesLen] = r.inflight
-		if s-r.step > seriesLen { // a long idle stretch: skip ahead
-			r.step = s - seriesLen
-		}
-	}
-}
+func (r *recorder) advance(t time.Time) { r.hist.advance(t, r.inflight) }
 
 // maxSamples bounds OverCapSamples.
 const maxSamples = 5
@@ -190,9 +175,7 @@ func (r *recorder) begin(path string, disallowed, robots bool) *request {
 	}
 	r.inflight++
 	r.maxIn = max(r.maxIn, r.inflight)
-	if v := r.series[r.step%seriesLen]; r.inflight > v {
-		r.series[r.step%seriesLen] = r.inflight
-	}
+	r.hist.note(r.inflight)
 	if disallowed {
 		r.disHits++
 	}
@@ -272,12 +255,12 @@ func (r *recorder) end(req *request, status int, bytes int64) {
 	}
 }
 
-func (r *recorder) snapshot(host, url, rules string, gap time.Duration) SiteStats {
+func (r *recorder) snapshot(host, addr, url, rules string, gap time.Duration) SiteStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.advance(time.Now())
 	st := SiteStats{
-		Host: host, URL: url, Rules: rules, Cap: r.cap, CrawlDelayMs: gap.Milliseconds(),
+		Host: host, Addr: addr, URL: url, Rules: rules, Cap: r.cap, CrawlDelayMs: gap.Milliseconds(),
 		Requests: r.requests, InFlight: r.inflight, MaxInFlight: r.maxIn, OverCap: r.overCap, OverCapSamples: append([]string(nil), r.samples...),
 		DisallowedHits: r.disHits, EarlyAfterRetry: r.early, Connections: r.conns, CutShort: r.cut, RobotsFetches: r.robots, DistinctPaths: len(r.paths),
 		UntrackedPaths: r.untracked, DuplicateFetches: r.dups, MinGapMs: -1,
@@ -296,10 +279,6 @@ func (r *recorder) snapshot(host, url, rules string, gap time.Duration) SiteStat
 	for code, n := range r.status {
 		st.Status[strconv.Itoa(code)] = n
 	}
-	first := max(r.first, r.step-seriesLen+1)
-	for s := first; s <= r.step; s++ {
-		st.Series = append(st.Series, r.series[s%seriesLen])
-	}
-	st.SeriesEndMs = (r.step + 1) * seriesStep.Milliseconds()
+	st.Series, st.SeriesEndMs = r.hist.values()
 	return st
 }
