@@ -1,0 +1,255 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/netip"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/polite-crawler/polite/limiter"
+)
+
+// ErrWrongAddress is returned when a request would have gone to another
+// address than the one it holds the permit for (a pooled connection to a
+// host's old address) and could not be retried on a new connection.
+var ErrWrongAddress = errors.New("fetch: connection to another address than the request's")
+
+// AddrKey is the limiter's site name for the server at a: "ip:" and the
+// IPv4 address (an IPv4-mapped IPv6 address counts as IPv4), or "ip:" and
+// the /64 prefix of an IPv6 address (zone dropped), e.g. "ip:192.0.2.7",
+// "ip:2001:db8:1:2::/64". A /64 because that is what one IPv6 host or
+// customer is given (SLAAC and RFC 6177 assign a /64 per link), and a
+// server may answer on any number of its addresses: one per virtual host,
+// or a fresh one per client. Keying by the address would multiply the cap
+// by as many addresses as the server cares to use; the /64 errs towards
+// fewer requests when two servers share one. No site name has this form
+// (a site's port is decimal), so address and site permits never meet.
+func AddrKey(a netip.Addr) string {
+	a = a.Unmap().WithZone("")
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return "ip:" + p.String()
+	}
+	return "ip:" + a.String()
+}
+
+// AcquireAddr blocks until a permit of the server address a is free (at
+// most n at once, fleet-wide, in the limiter's fair line) or ctx is done.
+// The caller must already hold the permit of the request's site, and must
+// never wait for a site permit while holding an address permit: address
+// holders then wait for nothing, so the two kinds cannot deadlock.
+func AcquireAddr(ctx context.Context, l *limiter.Limiter, a netip.Addr, n int) (*limiter.Permit, error) {
+	p, err := l.AcquireRule(ctx, AddrKey(a), limiter.Rule{Limit: n})
+	if err != nil {
+		return nil, fmt.Errorf("fetch: permit for %s: %w", AddrKey(a), err)
+	}
+	return p, nil
+}
+
+// dialTarget is the address chosen for a request's host and port.
+type dialTarget struct {
+	host, port string // hostKey and portKey form
+	addr       netip.Addr
+}
+
+type dialTargetKey struct{}
+
+// WithDialAddr returns ctx carrying addr as the address to dial for host
+// and port (see PinnedDial).
+func WithDialAddr(ctx context.Context, host, port string, addr netip.Addr) context.Context {
+	h, err := hostKey(host)
+	if err != nil {
+		h = host
+	}
+	p, err := portKey(port)
+	if err != nil {
+		p = port
+	}
+	return context.WithValue(ctx, dialTargetKey{}, dialTarget{host: h, port: p, addr: addr})
+}
+
+// DialAddrFrom returns the address WithDialAddr put in ctx.
+func DialAddrFrom(ctx context.Context) (netip.Addr, bool) {
+	t, ok := ctx.Value(dialTargetKey{}).(dialTarget)
+	return t.addr, ok
+}
+
+// DialFunc is the type of http.Transport.DialContext.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// PinnedDial wraps dial (nil: a net.Dialer with a 30 s timeout) so that a
+// connection to the host and port chosen in ctx (WithDialAddr) dials
+// exactly the chosen address, never resolving the name again. Any other
+// connection (no address in ctx, or another target, such as a proxy)
+// dials as dial does: with a proxy, the address cap is on the proxy's
+// requests, not the server's.
+func PinnedDial(dial DialFunc) DialFunc {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		t, ok := ctx.Value(dialTargetKey{}).(dialTarget)
+		if ok {
+			if h, p, err := net.SplitHostPort(addr); err == nil {
+				if hk, err := hostKey(h); err == nil && hk == t.host && p == t.port {
+					addr = net.JoinHostPort(t.addr.String(), p)
+				}
+			}
+		}
+		return dial(ctx, network, addr)
+	}
+}
+
+// AddrTransport is an http.RoundTripper that sends each request to one
+// address it chose for the request's host (Resolver), under that
+// address's permit when MaxPerIP > 0. Use it as Transport.Base (and
+// RobotsTransport.Base): Transport holds the site permit while it calls
+// Base, so the site permit is always taken first and the address permit
+// second. It is safe for concurrent use; per-request state travels in the
+// request's context.
+//
+// The address permit is kept alive while the body streams, cancels the
+// request if it is lost, and is released when the body is closed (after
+// AbortGrace when closed before its end, as Transport does) or at once if
+// the request fails.
+//
+// A pooled connection made for a host's earlier address (its DNS answer
+// changed) is closed when a request for the new address is handed it, and
+// net/http retries the request on a new connection (it does so for a
+// request that has no body or can replay it); otherwise the request fails
+// with ErrWrongAddress rather than reach a server it holds no permit for.
+// The check is made for HTTP/1 connections.
+type AddrTransport struct {
+	// Base makes the requests; its DialContext must be PinnedDial's
+	// (NewAddrTransport sets it).
+	Base http.RoundTripper
+	// Resolver chooses the address (required).
+	Resolver *Resolver
+	// Limiter and MaxPerIP: at most MaxPerIP requests at once per
+	// address (AddrKey), fleet-wide; 0 takes no address permit.
+	Limiter  *limiter.Limiter
+	MaxPerIP int
+
+	waiting    atomic.Int64
+	mismatches atomic.Int64
+}
+
+// NewAddrTransport returns an AddrTransport over a clone of base (nil:
+// http.DefaultTransport's) whose DialContext is PinnedDial of base's. base
+// must not set DialTLSContext or DialTLS, which would dial unpinned.
+func NewAddrTransport(base *http.Transport, res *Resolver, l *limiter.Limiter, maxPerIP int) *AddrTransport {
+	if base == nil {
+		base = http.DefaultTransport.(*http.Transport)
+	}
+	b := base.Clone()
+	b.DialContext = PinnedDial(b.DialContext)
+	return &AddrTransport{Base: b, Resolver: res, Limiter: l, MaxPerIP: maxPerIP}
+}
+
+// Waiting is how many requests wait for an address permit now.
+func (t *AddrTransport) Waiting() int { return int(t.waiting.Load()) }
+
+// Mismatches is how many connections to another address than the
+// request's were refused (see AddrTransport).
+func (t *AddrTransport) Mismatches() int64 { return t.mismatches.Load() }
+
+// CloseIdleConnections closes Base's idle connections.
+func (t *AddrTransport) CloseIdleConnections() {
+	if c, ok := t.Base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// RoundTrip resolves the request's host, takes the address permit, and
+// sends the request to that address.
+func (t *AddrTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	host, port := req.URL.Hostname(), urlPort(req.URL)
+	addr, err := t.Resolver.Resolve(ctx, host, port)
+	if err != nil {
+		return nil, err
+	}
+	ctx = WithDialAddr(ctx, host, port, addr)
+	trace, refused := t.guard(addr)
+	ctx = httptrace.WithClientTrace(ctx, trace)
+	if t.MaxPerIP <= 0 {
+		resp, err := t.Base.RoundTrip(req.WithContext(ctx))
+		return resp, wrongAddr(req, err, refused)
+	}
+	t.waiting.Add(1)
+	p, err := AcquireAddr(ctx, t.Limiter, addr, t.MaxPerIP)
+	t.waiting.Add(-1)
+	if err != nil {
+		return nil, err
+	}
+	kctx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
+	p.KeepAlive(kctx) // ends at Release, at loss, or when the body is done
+	rctx, cancel := p.Context(ctx)
+	release := func() {
+		cancel()
+		stopKeep()
+		rel, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		p.Release(rel) // lost meanwhile: the request was cancelled already
+	}
+	resp, err := t.Base.RoundTrip(req.WithContext(rctx))
+	if err != nil {
+		release()
+		if p.Err() != nil {
+			return nil, fmt.Errorf("fetch: %s: %w (%v)", req.URL, limiter.ErrPermitLost, err)
+		}
+		return nil, wrongAddr(req, err, refused)
+	}
+	empty := resp.ContentLength == 0
+	resp.Body = &permitBody{ReadCloser: resp.Body, done: func(early bool) {
+		if early && !empty {
+			time.Sleep(AbortGrace) // the server sends on until it notices
+		}
+		release()
+	}}
+	return resp, nil
+}
+
+// guard closes a connection whose far end is not addr before the request
+// is written on it (see AddrTransport), and reports whether it did.
+func (t *AddrTransport) guard(addr netip.Addr) (*httptrace.ClientTrace, *atomic.Bool) {
+	want := addr.Unmap().WithZone("")
+	refused := new(atomic.Bool)
+	return &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		ap, err := netip.ParseAddrPort(info.Conn.RemoteAddr().String())
+		if err != nil {
+			return // not TCP: nothing to compare
+		}
+		if ap.Addr().Unmap().WithZone("") != want {
+			t.mismatches.Add(1)
+			refused.Store(true)
+			info.Conn.Close()
+		}
+	}}, refused
+}
+
+// wrongAddr names ErrWrongAddress in err when the guard refused a
+// connection of the request and net/http did not retry it.
+func wrongAddr(req *http.Request, err error, refused *atomic.Bool) error {
+	if err != nil && refused.Load() {
+		return fmt.Errorf("fetch: %s: %w (%v)", req.URL, ErrWrongAddress, err)
+	}
+	return err
+}
+
+// urlPort is u's port, or its scheme's default.
+func urlPort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
