@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 )
 
 // maxRedirects is how many redirects a robots.txt fetch follows (RFC 9309:
@@ -56,22 +55,6 @@ func followRedirect(to, from *url.URL) bool {
 // in such errors; the Cache then returns the error, so the caller tries
 // again later, rather than count the site unreachable and disallow it all.
 var ErrNotFetched = errors.New("robots: not fetched (the crawler's doing, not the site's)")
-
-// Site is the key a URL's site is known by, here and in the limiter: the
-// lower-case host, with the port unless it is the scheme's default.
-func Site(u *url.URL) string {
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if port == "" || (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
-		if strings.Contains(host, ":") {
-			return "[" + host + "]"
-		}
-		return host
-	}
-	if strings.Contains(host, ":") {
-		return "[" + host + "]:" + port
-	}
-	return host + ":" + port
-}
 
 // fetch gets robotsURL with the cache's client: up to maxRedirects
 // redirects that followRedirect allows, at most MaxBytes+1 of body, within
