@@ -31,7 +31,7 @@ func TestSiteCanonical(t *testing.T) {
 		{"example.com:443", []string{"http://example.com:443/"}},
 		{"example.com:0", []string{"http://example.com:0/", "http://example.com:000/"}},
 		{"xn--fa-hia.de", []string{"http://faß.de/", "http://FAß.de/", "http://xn--fa-hia.de/"}}, // non-transitional: ß stays
-		{"a_b.example", []string{"http://A_B.example/"}}, // ASCII: lower-cased, not validated, as net/http sends it
+		{"a_b.example", []string{"http://A_B.example/"}},                                         // ASCII: lower-cased, not validated, as net/http sends it
 		// IDNA rejects a lone ZWJ (CONTEXTJ): the lower-cased form stays.
 		{"x\u200d.example", []string{"http://X\u200d.example/", "http://x\u200d.example./"}},
 		{"127.000.000.001", []string{"http://127.000.000.001/"}}, // a name to Go's dialer, not an address
