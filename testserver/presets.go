@@ -27,6 +27,11 @@ func PresetNames() []string {
 //   - slow: 300 ms ± 100 ms pages, a third of the links to 3 s streams.
 //   - hostile: huge bodies, redirect loops, odd link schemes, invalid UTF-8,
 //     300 links a page, robots.txt answering 500, 429, or 7 redirects.
+//   - shared: uniform sites, eight to an IP as on a shared host: of each
+//     eight, six are virtual hosts on one port, named site<i>.test (i the
+//     site's index; each its own registered domain), and two have a port
+//     of their own, reached by IP. Pages link across sites. A client needs
+//     Server.Resolve (curl's --resolve) to reach the named ones.
 func Preset(name string, n int, seed int64) (Profile, error) {
 	kinds, ok := presets[name]
 	if !ok {
@@ -37,7 +42,11 @@ func Preset(name string, n int, seed int64) (Profile, error) {
 	}
 	p := Profile{Name: name, Seed: seed}
 	for i := 0; i < n; i++ {
-		p.Sites = append(p.Sites, kinds[i%len(kinds)]())
+		s := kinds[i%len(kinds)]()
+		if place := layouts[name]; place != nil {
+			place(i, &s)
+		}
+		p.Sites = append(p.Sites, s)
 	}
 	return p, p.Validate()
 }
@@ -50,6 +59,21 @@ func plain() SiteSpec {
 		Redirects: 0.05, NonHTML: 0.03, Errors: 0.02, Retry: 0.02,
 		Robots: Robots{Disallow: []string{"/private/"}},
 	}
+}
+
+// sharedPerIP and sharedVHosts shape the shared preset: sites per IP, and
+// how many of them are virtual hosts on one port.
+const sharedPerIP, sharedVHosts = 8, 6
+
+// layouts places a preset's site i on its address, where the preset shares
+// addresses.
+var layouts = map[string]func(i int, s *SiteSpec){
+	"shared": func(i int, s *SiteSpec) {
+		s.Address = fmt.Sprintf("ip%d", i/sharedPerIP)
+		if i%sharedPerIP < sharedVHosts {
+			s.VHost = fmt.Sprintf("site%d.test", i)
+		}
+	},
 }
 
 var presets = map[string][]func() SiteSpec{
@@ -91,6 +115,10 @@ var presets = map[string][]func() SiteSpec{
 			return s
 		},
 	},
+	"shared": {func() SiteSpec {
+		return SiteSpec{Pages: 30, Links: 4, CrossLinks: 1, Latency: ms(50), Jitter: ms(20), PageBytes: 2 << 10,
+			Robots: Robots{Disallow: []string{"/private/"}}}
+	}},
 	"slow": {func() SiteSpec {
 		return SiteSpec{Pages: 30, Links: 3, CrossLinks: 1, Latency: ms(300), Jitter: ms(100), PageBytes: 8 << 10,
 			Slow: 0.3, SlowFor: ms(3000), Robots: Robots{Disallow: []string{"/private/"}}}
