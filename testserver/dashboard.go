@@ -10,8 +10,10 @@ import (
 
 // writeDashboard renders stats as one HTML page: a row per site with its cap,
 // the most it saw at once and its other figures, and a chart of requests in
-// flight over time with the cap drawn as a dashed line. No external assets.
-// refresh > 0 reloads the page every refresh seconds.
+// flight over time with the cap drawn as a dashed line. When an IP serves
+// more than one site (Stats.Shared), a row and a chart per IP and per
+// listening host:port follow. No external assets. refresh > 0 reloads the
+// page every refresh seconds.
 func writeDashboard(w io.Writer, st Stats, refresh int) error {
 	type row struct {
 		SiteStats
@@ -22,7 +24,8 @@ func writeDashboard(w io.Writer, st Stats, refresh int) error {
 	var rows []row
 	worst := 0
 	for _, s := range st.Sites {
-		r := row{SiteStats: s, Over: s.MaxInFlight > s.Cap || s.OverCap > 0, Chart: chart(s)}
+		over := s.MaxInFlight > s.Cap || s.OverCap > 0
+		r := row{SiteStats: s, Over: over, Chart: chart(s.Series, s.Cap, over)}
 		switch {
 		case s.MinGapMs < 0:
 			r.Gap = "–"
@@ -34,36 +37,54 @@ func writeDashboard(w io.Writer, st Stats, refresh int) error {
 		}
 		rows = append(rows, r)
 	}
+	type addrRow struct {
+		AddrStats
+		Kind  string
+		Chart template.HTML
+	}
+	var addrs []addrRow
+	if st.Shared() {
+		for _, a := range st.Addresses {
+			addrs = append(addrs, addrRow{a, "IP", chart(a.Series, 0, false)})
+		}
+		for _, a := range st.Listeners {
+			addrs = append(addrs, addrRow{a, "port", chart(a.Series, 0, false)})
+		}
+	}
 	return dashboardTmpl.Execute(w, map[string]any{
-		"Stats": st, "Rows": rows, "Bad": worst, "Refresh": refresh,
+		"Stats": st, "Rows": rows, "Addrs": addrs, "Bad": worst, "Refresh": refresh,
 		"Uptime": (time.Duration(st.UptimeMs) * time.Millisecond).Round(time.Second),
 	})
 }
 
-// chart draws a site's in-flight series as an inline SVG.
-func chart(s SiteStats) template.HTML {
+// chart draws an in-flight series as an inline SVG, with cap (if > 0) as
+// a dashed line; red when over.
+func chart(series []int, cap int, over bool) template.HTML {
 	const w, h = 360.0, 48.0
-	top := s.Cap + 1
-	for _, v := range s.Series {
+	top := cap + 1
+	for _, v := range series {
 		top = max(top, v)
 	}
 	y := func(v int) float64 { return h - 2 - float64(v)*(h-4)/float64(top) }
 	// A step chart: each 100 ms step is a flat segment at its maximum, so a
 	// single step still shows.
 	var pts strings.Builder
-	dx := w / float64(max(len(s.Series), 1))
-	for i, v := range s.Series {
+	dx := w / float64(max(len(series), 1))
+	for i, v := range series {
 		fmt.Fprintf(&pts, "%.1f,%.1f %.1f,%.1f ", float64(i)*dx, y(v), float64(i+1)*dx, y(v))
 	}
 	color := "#2563eb"
-	if s.MaxInFlight > s.Cap {
+	if over {
 		color = "#dc2626"
 	}
+	capLine := ""
+	if cap > 0 {
+		capLine = fmt.Sprintf(`<line x1="0" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#dc2626" stroke-dasharray="4 3"/>`, w, y(cap), y(cap))
+	}
 	return template.HTML(fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img" aria-label="in flight over time">`+
-		`<rect width="100%%" height="100%%" fill="#f8fafc"/>`+
-		`<line x1="0" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#dc2626" stroke-dasharray="4 3"/>`+
+		`<rect width="100%%" height="100%%" fill="#f8fafc"/>%s`+
 		`<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/></svg>`,
-		w, h, w, h, w, y(s.Cap), y(s.Cap), color, strings.TrimSpace(pts.String())))
+		w, h, w, h, capLine, color, strings.TrimSpace(pts.String())))
 }
 
 var dashboardTmpl = template.Must(template.New("dash").Parse(`<!doctype html>
@@ -84,6 +105,12 @@ Chart: requests in flight per 100 ms, dashed line = cap.</p>
 <td>{{.Requests}}</td><td{{if .DisallowedHits}} class="bad"{{end}}>{{.DisallowedHits}}</td><td>{{.RobotsFetches}}</td><td>{{.DuplicateFetches}}</td>
 <td>{{.Gap}}{{if .CrawlDelayMs}} / {{.CrawlDelayMs}} ms{{end}}</td><td class="l">{{.Chart}}</td></tr>
 {{end}}</table>
+{{if .Addrs}}<h2>Addresses</h2>
+<p>Several sites share an IP: what each listening IP, and each port on it, has in flight, over all its sites. A 421 answers a Host that names no site of its port.</p>
+<table><tr><th class="l">address</th><th class="l">sites</th><th>max in flight</th><th>in flight</th><th>requests</th><th>misdirected (421)</th><th>connections</th><th class="l">in flight over time</th></tr>
+{{range .Addrs}}<tr class="addr"><td class="l">{{.Kind}} {{.Addr}}</td><td class="l" title="{{range .Sites}}{{.}} {{end}}">{{len .Sites}}</td><td>{{.MaxInFlight}}</td><td>{{.InFlight}}</td>
+<td>{{.Requests}}</td><td{{if .Misdirected}} class="bad"{{end}}>{{.Misdirected}}</td><td>{{.Connections}}</td><td class="l">{{.Chart}}</td></tr>
+{{end}}</table>{{end}}
 <p><a href="/_stats">/_stats</a> (JSON) · POST /_reset</p>
 </body></html>
 `))

@@ -346,3 +346,34 @@ func TestSharedPresetAndValidation(t *testing.T) {
 		t.Errorf("the first of two names flagged: %v", err)
 	}
 }
+
+// With sites sharing an IP, the dashboard adds a row and a chart per IP and
+// per port, after the rows per site.
+func TestDashboardShowsAddresses(t *testing.T) {
+	s := start(t, sharedProfile(0))
+	c := vhostClient(t, s)
+	for _, site := range s.Sites() {
+		get(t, c, site.URL+"/p/0")
+	}
+	_, body, _ := get(t, http.DefaultClient, s.ControlURL()+"/")
+	if n := strings.Count(body, "<tr><td"); n != 6 {
+		t.Errorf("%d site rows, want 6", n)
+	}
+	if n := strings.Count(body, `<tr class="addr">`); n != 2+4 {
+		t.Errorf("%d address rows, want 2 IPs + 4 ports", n)
+	}
+	if n := strings.Count(body, "<svg"); n != 6+6 {
+		t.Errorf("%d charts, want 12", n)
+	}
+	for _, want := range []string{"IP " + s.Stats().Addresses[0].Addr, "port " + s.Sites()[0].Addr} {
+		if !strings.Contains(body, want) {
+			t.Errorf("dashboard lacks %q", want)
+		}
+	}
+	// One site per IP: no address rows.
+	m, _ := Preset("mixed", 3, 1)
+	_, body, _ = get(t, http.DefaultClient, start(t, m).ControlURL()+"/")
+	if strings.Contains(body, `<tr class="addr">`) {
+		t.Error("address rows with one site per IP")
+	}
+}
