@@ -82,6 +82,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		seeds = append(seeds, s.URL+"/")
 	}
 	fmt.Fprintf(stdout, "demo: %d %s sites on 127.0.0.2 and up; dashboard %s\n", len(seeds), *profile, ts.ControlURL())
+	var resolve []string // the sites reached by name (virtual hosts)
+	for _, r := range ts.Resolve() {
+		resolve = append(resolve, "--resolve", r)
+	}
+	if st := ts.Stats(); st.Shared() {
+		fmt.Fprintf(stdout, "demo: the sites share %d IPs (%d by name, told apart by Host)\n", len(st.Addresses), len(resolve)/2)
+	}
 	fmt.Fprintf(stdout, "demo: %d crawler processes x %d workers, %s semaphore, lease %s\n", *procs, *workers, *semaphore, *lease)
 
 	exe, err := os.Executable()
@@ -96,7 +103,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for i := 0; i < *procs; i++ {
 		cmd := exec.CommandContext(ctx, exe, append([]string{"run", "--redis", *redisURL, "--crawl", crawlName,
 			"--workers", strconv.Itoa(*workers), "--lease", lease.String(), "--semaphore", *semaphore,
-			"--timeout", "30s", "--visibility", "1m", "--progress", "1h", "--stop-grace", "5s"}, seeds...)...)
+			"--timeout", "30s", "--visibility", "1m", "--progress", "1h", "--stop-grace", "5s"}, append(resolve, seeds...)...)...)
 		cmd.Stdout, cmd.Stderr = &logs[i], &logs[i]
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // let workers give URLs back
 		cmd.WaitDelay = 10 * time.Second
@@ -128,7 +135,7 @@ wait:
 		}
 	}
 	fmt.Fprintf(stdout, "demo: crawl finished in %.1fs\n\n", time.Since(start).Seconds())
-	bad := writeVerdict(stdout, ts.Stats())
+	bad, misdirected := writeVerdict(stdout, ts.Stats())
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("gave up after --limit %s", *limit)
@@ -136,6 +143,8 @@ wait:
 		return fmt.Errorf("%d of %d worker processes failed", failed, *procs)
 	case bad > 0:
 		return fmt.Errorf("%d site(s) saw impolite behaviour", bad)
+	case misdirected > 0:
+		return fmt.Errorf("%d request(s) reached an address that does not serve their Host (421)", misdirected)
 	}
 	fmt.Fprintln(stdout, "\nEvery site saw at most its cap at once, no disallowed request, and its crawl delay kept.")
 	return nil
@@ -170,11 +179,13 @@ func embeddedRedis() (*miniredis.Miniredis, func(), error) {
 
 // writeVerdict prints what each site saw and returns how many sites saw a
 // violation: more than their cap at once, a disallowed request, or a gap
-// under their crawl delay.
-func writeVerdict(w io.Writer, st testserver.Stats) int {
+// under their crawl delay. When sites share an IP, it then prints what each
+// IP and port saw at once over all its sites, and also returns how many
+// requests were answered 421 (sent to an address that does not serve
+// their Host).
+func writeVerdict(w io.Writer, st testserver.Stats) (bad int, misdirected int64) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "site\trobots.txt asks\tcap\tpages\tmax at once\tover cap\tdisallowed\trobots.txt fetches\tmin gap / delay\t")
-	bad := 0
 	for _, s := range st.Sites {
 		gap := "-"
 		if s.MinGapMs >= 0 && s.CrawlDelayMs > 0 {
@@ -188,7 +199,37 @@ func writeVerdict(w io.Writer, st testserver.Stats) int {
 			s.MaxInFlight, s.OverCap, s.DisallowedHits, s.RobotsFetches, gap, verdict)
 	}
 	tw.Flush()
-	return bad
+	if !st.Shared() {
+		return bad, 0
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "address\tsites\tpages\tmax at once\trequests\tmisdirected (421)\t")
+	pages := map[string]int64{} // per site Host
+	for _, s := range st.Sites {
+		pages[s.Host] = s.Pages
+	}
+	for _, rows := range []struct {
+		kind string
+		list []testserver.AddrStats
+	}{{"ip", st.Addresses}, {"port", st.Listeners}} {
+		for _, a := range rows.list {
+			var n int64
+			for _, h := range a.Sites {
+				n += pages[h]
+			}
+			note := "-"
+			if a.Misdirected > 0 {
+				note = "MISDIRECTED"
+			}
+			if rows.kind == "ip" {
+				misdirected += a.Misdirected
+			}
+			fmt.Fprintf(tw, "%s %s\t%d\t%d\t%d\t%d\t%d\t%s\n", rows.kind, a.Addr, len(a.Sites), n, a.MaxInFlight, a.Requests, a.Misdirected, note)
+		}
+	}
+	tw.Flush()
+	return bad, misdirected
 }
 
 func tail(s string, n int) string {

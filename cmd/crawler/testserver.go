@@ -26,7 +26,9 @@ func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "\nServes many web sites on loopback, each with its own address, robots.txt and pages,")
 		fmt.Fprintln(stderr, "and measures what each site sees: requests in flight against its cap, gaps against its")
 		fmt.Fprintln(stderr, "crawl delay, hits on disallowed paths, robots.txt fetches, duplicates. Runs until interrupted,")
-		fmt.Fprintln(stderr, "then prints a summary per site.\n\nFlags:")
+		fmt.Fprintln(stderr, "then prints a summary per site, and per address when sites share one (the shared preset, or")
+		fmt.Fprintln(stderr, "\"address\"/\"vhost\" in a profile file: virtual hosts by Host header, several ports on one IP;")
+		fmt.Fprintln(stderr, "a site with a vhost is reached by name with curl's --resolve NAME:PORT:IP, printed below).\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -55,7 +57,11 @@ func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	fmt.Fprintf(stdout, "testserver: profile %s, %d sites\n", p.Name, len(p.Sites))
 	for _, s := range srv.Sites() {
-		fmt.Fprintf(stdout, "site %s cap %d%s\n", s.URL, s.Cap, delayNote(s.CrawlDelay))
+		resolve := ""
+		if r := s.Resolve(); r != "" {
+			resolve = " (--resolve " + r + ")"
+		}
+		fmt.Fprintf(stdout, "site %s cap %d%s%s\n", s.URL, s.Cap, delayNote(s.CrawlDelay), resolve)
 	}
 	fmt.Fprintf(stdout, "control %s (dashboard), %s/_stats (JSON)\n", srv.ControlURL(), srv.ControlURL())
 	<-ctx.Done()
@@ -83,12 +89,36 @@ func delayNote(d time.Duration) string {
 	return fmt.Sprintf(", crawl delay %v", d)
 }
 
+// writeSummary prints a row per site and, when an IP serves more than one
+// site, a row per IP and per port on it.
 func writeSummary(w io.Writer, st testserver.Stats) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "site\tcap\tmax in flight\tover cap\trequests\tdisallowed\trobots.txt\tdups\tmin gap ms\t")
 	for _, s := range st.Sites {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t\n", s.Host, s.Cap, s.MaxInFlight, s.OverCap,
 			s.Requests, s.DisallowedHits, s.RobotsFetches, s.DuplicateFetches, s.MinGapMs)
+	}
+	tw.Flush()
+	writeAddresses(w, st)
+}
+
+// writeAddresses prints, when sites share an IP, what each IP and each port
+// on it had in flight over all its sites, and how many requests it answered
+// 421 (a Host it does not serve).
+func writeAddresses(w io.Writer, st testserver.Stats) {
+	if !st.Shared() {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "address\tsites\tmax in flight\trequests\tmisdirected\tconnections\t")
+	for _, rows := range []struct {
+		kind string
+		list []testserver.AddrStats
+	}{{"ip", st.Addresses}, {"port", st.Listeners}} {
+		for _, a := range rows.list {
+			fmt.Fprintf(tw, "%s %s\t%d\t%d\t%d\t%d\t%d\t\n", rows.kind, a.Addr, len(a.Sites), a.MaxInFlight, a.Requests, a.Misdirected, a.Connections)
+		}
 	}
 	tw.Flush()
 }
