@@ -4,7 +4,7 @@
 -- ARGV[9..] quadruples: fingerprint, seen bucket, site, item json
 -- Returns {1, admitted, 0, -1}.
 if ARGV[8] ~= '0' and tonumber(ARGV[8]) > scope() then
-  redis.call('HSET', KEYS[4], 'scope', ARGV[8])
+  redis.call('HSET', KEYS[3], 'scope', ARGV[8])
 end
 local added = admit(9)
 keep()

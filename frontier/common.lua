@@ -3,14 +3,15 @@
 -- takes the same keys, all in the shard's hash tag:
 -- KEYS[1] ready    ZSET site -> server ms from which it may be tried; only sites
 --                  with URLs queued; PARKED for a site at its cap
--- KEYS[2] inflight ZSET item id -> server ms when it is handed out again
--- KEYS[3] items    HASH item id -> "<site>\n<item json>" for items in flight
--- KEYS[4] counts   HASH admitted, over (seen past the page limit), done,
+-- KEYS[2] inflight ZSET "<id>\n<site>\n<item json>" -> server ms when it is
+--                  handed out again: the member is the item's whole state,
+--                  so settling one is a ZREM and a worker's ID is the member
+-- KEYS[3] counts   HASH admitted, over (seen past the page limit), done,
 --                  skipped, failed, ids, scope; queued is admitted - done -
 --                  failed - in flight
--- KEYS[5] fly      HASH site -> items of the site in flight
--- KEYS[6] rules    HASH site -> "<cap> <delay ms>" as a settlement last reported
--- KEYS[7] after    HASH site -> server ms before which a site with nothing
+-- KEYS[4] fly      HASH site -> items of the site in flight
+-- KEYS[5] rules    HASH site -> "<cap> <delay ms>" as a settlement last reported
+-- KEYS[6] after    HASH site -> server ms before which a site with nothing
 --                  queued may not start (its rule's delay after a settlement)
 -- Each of them but counts holds a sentinel ('' at +inf, or field ''), so that
 -- it is never deleted and keeps the TTL it was created with (keep).
@@ -65,13 +66,20 @@ end
 -- The score that puts a site behind every site that is ready or was just
 -- served, even within the same millisecond (ties would go by name): the
 -- back of the round-robin line. When no site has been served this
--- millisecond, that is now.
+-- millisecond, that is now. A call reads the line once: its own later
+-- places follow the last it gave.
+local back
 local function back_of_line()
-  local last = redis.call('ZREVRANGEBYSCORE', KEYS[1], now() + SOON, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  if last[2] and tonumber(last[2]) >= now() then
-    return tonumber(last[2]) + 0.001
+  if back then
+    back = back + 0.001
+    return back
   end
-  return now()
+  local last = redis.call('ZREVRANGEBYSCORE', KEYS[1], now() + SOON, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  back = now()
+  if last[2] and tonumber(last[2]) >= now() then
+    back = tonumber(last[2]) + 0.001
+  end
+  return back
 end
 
 -- rule is the site's cap and delay (ms): what a settlement last reported,
@@ -81,7 +89,7 @@ local rules = {}
 local function rule(site)
   local r = rules[site]
   if r == nil then
-    r = redis.call('HGET', KEYS[6], site) or false
+    r = redis.call('HGET', KEYS[5], site) or false
     rules[site] = r
   end
   if not r then
@@ -93,9 +101,9 @@ end
 
 -- fly adds n to the site's items in flight and returns the new number.
 local function fly(site, n)
-  local f = redis.call('HINCRBY', KEYS[5], site, n)
+  local f = redis.call('HINCRBY', KEYS[4], site, n)
   if f < 0 then
-    redis.call('HSET', KEYS[5], site, 0)
+    redis.call('HSET', KEYS[4], site, 0)
     return 0
   end
   return f
@@ -105,12 +113,12 @@ end
 -- if it is at its cap, and not before the end of its delay.
 local function join(site, at)
   local cap = rule(site)
-  if tonumber(redis.call('HGET', KEYS[5], site) or '0') >= cap then
+  if tonumber(redis.call('HGET', KEYS[4], site) or '0') >= cap then
     at = parked()
   else
-    local nb = redis.call('HGET', KEYS[7], site)
+    local nb = redis.call('HGET', KEYS[6], site)
     if nb then
-      redis.call('HDEL', KEYS[7], site)
+      redis.call('HDEL', KEYS[6], site)
       at = math.max(at, tonumber(nb))
     end
   end
@@ -123,7 +131,7 @@ end
 local function admit(i0)
   local admitted, added, over = 0, 0, 0
   if limit > 0 then
-    admitted = tonumber(redis.call('HGET', KEYS[4], 'admitted') or '0')
+    admitted = tonumber(redis.call('HGET', KEYS[3], 'admitted') or '0')
   end
   for i = i0, #ARGV, 4 do
     if redis.call('SADD', base .. 'seen:' .. ARGV[i + 1], ARGV[i]) == 1 then
@@ -151,22 +159,30 @@ local function inflight()
   return redis.call('ZCOUNT', KEYS[2], '-inf', PARKED)
 end
 
--- take hands out the next item of a ready site: {1, id, site, item, 1 if a
--- site of the shard is still ready else 0}, or {0, queued, in flight, ms
--- until something may be ready (-1: unknown), 0}.
-local function take()
-  -- Items whose worker went quiet past the visibility timeout go back to the
-  -- head of their site's queue (at-least-once) and free their site's slot.
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now(), 'LIMIT', 0, 100)) do
-    local v = redis.call('HGET', KEYS[3], id)
-    redis.call('ZREM', KEYS[2], id)
-    redis.call('HDEL', KEYS[3], id)
-    if v then
-      local nl = string.find(v, '\n', 1, true)
-      local site = string.sub(v, 1, nl - 1)
+-- split is an in-flight member's id, site and item json.
+local function split(m)
+  local a = string.find(m, '\n', 1, true)
+  local b = a and string.find(m, '\n', a + 1, true)
+  if not b then
+    return nil
+  end
+  return string.sub(m, 1, a - 1), string.sub(m, a + 1, b - 1), string.sub(m, b + 1)
+end
+
+-- tidy does what a dead worker leaves to others: items whose worker went
+-- quiet past the visibility timeout go back to the head of their site's
+-- queue (at-least-once) and free their site's slot, and sites parked past
+-- their bound (see PARKED) come back. take runs it on every 8th item it
+-- hands out and whenever it finds no site ready, so a shard that is busy
+-- pays for it on few pages and one that waits never misses it.
+local function tidy()
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now(), 'LIMIT', 0, 100)) do
+    redis.call('ZREM', KEYS[2], m)
+    local _, site, item = split(m)
+    if site then
       local f = fly(site, -1)
       local q = qkey(site)
-      local n = redis.call('LPUSH', q, string.sub(v, nl + 1))
+      local n = redis.call('LPUSH', q, item)
       if n == 1 then
         pushed(q, n)
         join(site, now())
@@ -180,14 +196,29 @@ local function take()
       end
     end
   end
-
-  -- Sites parked past their bound come back (see PARKED).
   for _, site in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], PARKED, PARKED + now(), 'LIMIT', 0, 10)) do
     redis.call('ZADD', KEYS[1], back_of_line(), site)
   end
+end
 
+-- take hands out the next item of a ready site: {1, id, site, item, 1 if a
+-- site of the shard is still ready else 0} (the worker's ID is
+-- id\nsite\nitem, its in-flight member), or {0, queued, in flight, ms until
+-- something may be ready (-1: unknown), 0}.
+local function take()
+  local id = redis.call('HINCRBY', KEYS[3], 'ids', 1)
+  local tidied = id % 8 == 0
+  if tidied then
+    tidy()
+  end
   for _ = 1, 20 do
-    local pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', 0, 1)
+    -- The first two ready sites: the second tells whether another is ready.
+    local pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', 0, 2)
+    if #pick == 0 and not tidied then
+      tidied = true
+      tidy()
+      pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', 0, 2)
+    end
     if #pick == 0 then
       break
     end
@@ -196,25 +227,24 @@ local function take()
     local item = redis.call('LPOP', q)
     if item then
       local f = fly(site, 1)
+      -- more: a site of the shard is still ready (this one, if below its
+      -- cap), so an idle worker could take an item now.
+      local more = #pick - 1
       if redis.call('LLEN', q) == 0 then
         redis.call('ZREM', KEYS[1], site)
       elseif f >= rule(site) then
         redis.call('ZADD', KEYS[1], parked(), site) -- at its cap: back when one settles
       else
         redis.call('ZADD', KEYS[1], back_of_line(), site) -- round robin
+        more = 1
       end
-      local id = tostring(redis.call('HINCRBY', KEYS[4], 'ids', 1))
-      redis.call('ZADD', KEYS[2], now() + vis, id)
-      redis.call('HSET', KEYS[3], id, site .. '\n' .. item)
-      -- more: a site of the shard is still ready (this one, if below its
-      -- cap), so an idle worker could take an item now.
-      local more = #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', 0, 1)
-      return {1, id, site, item, more}
+      redis.call('ZADD', KEYS[2], now() + vis, id .. '\n' .. site .. '\n' .. item)
+      return {1, tostring(id), site, item, more}
     end
     redis.call('ZREM', KEYS[1], site) -- a queue lost (expired) under a ready site
   end
 
-  local c = redis.call('HMGET', KEYS[4], 'admitted', 'done', 'failed')
+  local c = redis.call('HMGET', KEYS[3], 'admitted', 'done', 'failed')
   local flying = inflight()
   local queued = tonumber(c[1] or '0') + (delta['admitted'] or 0) - tonumber(c[2] or '0') - (delta['done'] or 0)
     - tonumber(c[3] or '0') - (delta['failed'] or 0) - flying
@@ -245,19 +275,17 @@ end
 local function keep()
   for field, n in pairs(delta) do
     if n ~= 0 then
-      redis.call('HINCRBY', KEYS[4], field, n)
+      redis.call('HINCRBY', KEYS[3], field, n)
     end
   end
   if ARGV[6] ~= '1' then
     return
   end
-  redis.call('HINCRBY', KEYS[4], 'ids', 0)
+  redis.call('HINCRBY', KEYS[3], 'ids', 0)
   redis.call('ZADD', KEYS[1], '+inf', '')
   redis.call('ZADD', KEYS[2], '+inf', '')
-  for i = 3, 7 do
-    if i ~= 4 then
-      redis.call('HSETNX', KEYS[i], '', '')
-    end
+  for i = 4, 6 do
+    redis.call('HSETNX', KEYS[i], '', '')
   end
   for i = 1, #KEYS do
     redis.call('PEXPIRE', KEYS[i], ttl)
@@ -276,5 +304,5 @@ end
 
 -- scope is the crawl's scope size as Seed noted it.
 local function scope()
-  return tonumber(redis.call('HGET', KEYS[4], 'scope') or '0')
+  return tonumber(redis.call('HGET', KEYS[3], 'scope') or '0')
 end

@@ -149,7 +149,7 @@ func (f *Frontier) probe(ctx context.Context, lay *layout) (probed, error) {
 		rs[i] = reads{
 			ready:    pipe.ZRangeWithScores(ctx, sh.keys[0], 0, 0),
 			deadline: pipe.ZRangeWithScores(ctx, sh.keys[1], 0, 0),
-			counts:   pipe.HMGet(ctx, sh.keys[3], "admitted", "done", "failed", "scope"),
+			counts:   pipe.HMGet(ctx, sh.keys[2], "admitted", "done", "failed", "scope"),
 			inflight: pipe.ZCount(ctx, sh.keys[1], "-inf", inflightMax),
 		}
 	}

@@ -1,7 +1,7 @@
 -- settle.lua: end one turn of an item in flight, admit the links found on it
 -- that belong to this shard, and take the next item: one call per page.
 -- KEYS and ARGV[1..7]: see common.lua.
--- ARGV[8] item id   ARGV[9] how:
+-- ARGV[8] item ID (its in-flight member)   ARGV[9] how:
 --   'fetched', 'skipped'  done (skipped also counted apart); its site's slot
 --                         is free: a site parked at its cap, or deferred as
 --                         full, takes its turn again (after its delay, if any)
@@ -18,14 +18,11 @@
 -- Returns {settled (1, or 0 when the item was no longer held), admitted,
 -- scope size, took} and, with took 1 or 0, next.lua's answer.
 
-local function settle(id, how)
-  local v = redis.call('HGET', KEYS[3], id)
-  if redis.call('ZREM', KEYS[2], id) == 0 or not v then
+local function settle(member, how)
+  local _, site, item = split(member)
+  if not site or redis.call('ZREM', KEYS[2], member) == 0 then
     return 0
   end
-  redis.call('HDEL', KEYS[3], id)
-  local nl = string.find(v, '\n', 1, true)
-  local site = string.sub(v, 1, nl - 1)
   local cap, rd, known = rule(site)
   local rcap, rdelay = tonumber(ARGV[12]), tonumber(ARGV[13])
   if rcap > 0 or rdelay >= 0 then
@@ -33,7 +30,7 @@ local function settle(id, how)
     if rdelay >= 0 then rd = rdelay end
     local r = cap .. ' ' .. rd
     if r ~= known then
-      redis.call('HSET', KEYS[6], site, r)
+      redis.call('HSET', KEYS[5], site, r)
       rules[site] = r
     end
   end
@@ -46,7 +43,7 @@ local function settle(id, how)
     if how == 'skipped' then count('skipped', 1) end
     if not s then
       if rd > 0 then -- its next URL, when one comes, waits the delay
-        redis.call('HSET', KEYS[7], site, now() + rd)
+        redis.call('HSET', KEYS[6], site, now() + rd)
       end
       return 1
     end
@@ -79,7 +76,7 @@ local function settle(id, how)
   if how == 'retry' then
     n = redis.call('RPUSH', q, ARGV[10])
   else
-    n = redis.call('LPUSH', q, string.sub(v, nl + 1))
+    n = redis.call('LPUSH', q, item)
   end
   pushed(q, n)
   local at = now() + tonumber(ARGV[11])

@@ -25,7 +25,7 @@ type layout struct {
 type shard struct {
 	n    int
 	base string   // prefix of the shard's keys: queues, seen buckets
-	keys []string // ready, inflight, items, counts, fly, rules, after
+	keys []string // ready, inflight, counts, fly, rules, after
 	// kept is when (unix ms) this process last had the shard's keys' TTLs
 	// refreshed (common.lua keep).
 	kept atomic.Int64
@@ -39,7 +39,7 @@ const seenBuckets = 256
 func newShard(o Options, n int) *shard {
 	base := o.Prefix + ":{s" + strconv.Itoa(n) + "/crawl:" + o.Crawl + "}:"
 	sh := &shard{n: n, base: base}
-	for _, k := range []string{"ready", "inflight", "items", "counts", "fly", "rules", "after"} {
+	for _, k := range []string{"ready", "inflight", "counts", "fly", "rules", "after"} {
 		sh.keys = append(sh.keys, base+k)
 	}
 	return sh
@@ -234,8 +234,9 @@ func (f *Frontier) answer(c *call) (answer, error) {
 		if err := json.Unmarshal([]byte(raw), &a.it); err != nil {
 			return a, fmt.Errorf("bad item %q: %w", raw, err)
 		}
-		a.it.ID, _ = v[4].(string)
+		id, _ := v[4].(string)
 		a.it.Site, _ = v[5].(string)
+		a.it.ID = id + "\n" + a.it.Site + "\n" + raw // its in-flight member (common.lua)
 		more, _ := v[7].(int64)
 		a.it.More = more == 1
 	case 0:

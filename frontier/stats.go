@@ -27,7 +27,7 @@ func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
 	counts := make([]*redis.MapStringStringCmd, len(lay.shards))
 	inflight := make([]*redis.IntCmd, len(lay.shards))
 	for i, sh := range lay.shards {
-		counts[i] = pipe.HGetAll(ctx, sh.keys[3])
+		counts[i] = pipe.HGetAll(ctx, sh.keys[2])
 		inflight[i] = pipe.ZCount(ctx, sh.keys[1], "-inf", inflightMax)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -115,7 +115,7 @@ func (f *Frontier) SeenFootprint(ctx context.Context) (Footprint, error) {
 	var use []*redis.IntCmd
 	seen := make([]*redis.SliceCmd, len(lay.shards))
 	for i, sh := range lay.shards {
-		seen[i] = pipe.HMGet(ctx, sh.keys[3], "admitted", "over")
+		seen[i] = pipe.HMGet(ctx, sh.keys[2], "admitted", "over")
 		for b := range seenBuckets {
 			use = append(use, pipe.MemoryUsage(ctx, sh.base+"seen:"+strconv.Itoa(b), 0))
 		}
