@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/polite-crawler/polite/limiter"
-	"github.com/polite-crawler/polite/robots"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -64,7 +63,7 @@ func (t *Transport) Reserve(ctx context.Context, u *url.URL, wait time.Duration)
 	if !t.allowed(pol, u) {
 		return nil, &DisallowedError{URL: u.String()}
 	}
-	site := robots.Site(u)
+	site := t.site(u)
 	var p *limiter.Permit
 	if wait <= 0 {
 		p, err = t.Limiter.TryAcquireRule(ctx, site, rule)

@@ -22,6 +22,10 @@ type RobotsTransport struct {
 	// Limiter is required.
 	Limiter  *limiter.Limiter
 	Observer Observer
+	// SiteKey names the permit, as Transport.SiteKey does: give it the
+	// crawl's Transport's, so a robots.txt request counts against the same
+	// cap as the pages (nil: robots.Site).
+	SiteKey robots.SiteKey
 	// Timeout bounds the wait for the permit and then, timed from the
 	// permit, the request: waiting behind other requests is the crawler's
 	// doing and must not cut the time the site has to answer, or a busy
@@ -35,13 +39,13 @@ type RobotsTransport struct {
 
 // RoundTrip takes the site's permit and makes the request under it.
 func (t *RobotsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.once.Do(func() { t.tr = &Transport{Base: t.Base, Limiter: t.Limiter, Observer: t.Observer} })
+	t.once.Do(func() { t.tr = &Transport{Base: t.Base, Limiter: t.Limiter, Observer: t.Observer, SiteKey: t.SiteKey} })
 	timeout := t.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	actx, cancel := context.WithTimeout(req.Context(), timeout)
-	p, err := t.tr.acquire(actx, robots.Site(req.URL), limiter.Rule{Limit: 1})
+	p, err := t.tr.acquire(actx, t.tr.site(req.URL), limiter.Rule{Limit: 1})
 	cancel()
 	if err != nil {
 		return nil, err

@@ -59,6 +59,12 @@ type Transport struct {
 	// nothing lower (default 3).
 	Cap      int
 	Observer Observer
+	// SiteKey names the permit a URL's requests take, and the site the
+	// Observer hears of: robots.Site (nil, the default: by host) or
+	// robots.Domain (by registered domain). Every process of a crawl must
+	// use the same, and the frontier the same as the permits. robots.txt
+	// is fetched, cached and checked per scheme+host+port whatever it is.
+	SiteKey robots.SiteKey
 
 	waiting atomic.Int64 // requests waiting for a permit now
 	checks  atomic.Int64 // robots checks made (Policy.Allowed), for tests
@@ -87,6 +93,14 @@ func (t *Transport) Rule(ctx context.Context, req *http.Request) (robots.Policy,
 	return pol, limiter.Rule{Limit: pol.Cap(t.cap()), Delay: pol.CrawlDelay}, nil
 }
 
+// site is the key of u's permit (SiteKey).
+func (t *Transport) site(u *url.URL) string {
+	if t.SiteKey == nil {
+		return robots.Site(u)
+	}
+	return t.SiteKey(u)
+}
+
 func (t *Transport) cap() int {
 	if t.Cap <= 0 {
 		return 3
@@ -107,7 +121,7 @@ func (t *Transport) Waiting() int { return int(t.waiting.Load()) }
 // with Retry-After holds every worker of the fleet off the site until then.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	site := robots.Site(req.URL)
+	site := t.site(req.URL)
 	r := reservationFrom(ctx)
 	p := r.take(req.URL)
 	if p == nil {
