@@ -251,7 +251,37 @@ func TestManyHostsOneAddress(t *testing.T) {
 			t.Errorf("%s: %d requests (want %d pages and robots.txt), %d at once (cap %d)", h, s.perHost[h], perHost, s.hostMax[h], siteCap)
 		}
 	}
+	if st, err := lim.Status(context.Background(), AddrKey(netip.MustParseAddr("127.0.0.1")), maxPerIP); err != nil || st.Holders != 0 || st.Waiting != 0 {
+		t.Errorf("address permits left in Redis: %+v, %v", st, err)
+	}
 	if at.Waiting() != 0 || tr.Waiting() != 0 {
 		t.Errorf("still waiting: %d for an address, %d for a site", at.Waiting(), tr.Waiting())
+	}
+}
+
+// A request that fails gives its address permit back at once: with one
+// per address, failing requests one after the other never wait.
+func TestAddrPermitReleasedOnError(t *testing.T) {
+	l := listen(t, "127.0.0.1:0")
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close() // nothing listens: every dial is refused
+	rdb := srv.Client()
+	t.Cleanup(func() { rdb.Close() })
+	lim := limiter.New(rdb, &limiter.Options{Prefix: keyPrefix(t), Lease: 30 * time.Second, NoRestartGuard: true})
+	t.Cleanup(func() { lim.Close() })
+	pins, _ := ParseResolve([]string{"down.test:" + port + ":127.0.0.1"})
+	at := NewAddrTransport(nil, mustResolver(t, &ResolverOptions{Pins: pins}), lim, 1)
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://down.test:"+port+"/", nil)
+		_, err := at.RoundTrip(req)
+		waited := ctx.Err() != nil
+		cancel()
+		if err == nil || waited {
+			t.Fatalf("request %d: %v (want a refused dial, not a wait for the permit)", i, err)
+		}
+	}
+	if st, err := lim.Status(context.Background(), AddrKey(netip.MustParseAddr("127.0.0.1")), 1); err != nil || st.Holders != 0 {
+		t.Errorf("address permit left in Redis: %+v, %v", st, err)
 	}
 }
