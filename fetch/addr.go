@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/polite-crawler/polite/limiter"
+	"github.com/polite-crawler/polite/robots"
 )
 
 // ErrWrongAddress is returned when a request would have gone to another
@@ -78,6 +79,17 @@ func WithDialAddr(ctx context.Context, host, port string, addr netip.Addr) conte
 func DialAddrFrom(ctx context.Context) (netip.Addr, bool) {
 	t, ok := ctx.Value(dialTargetKey{}).(dialTarget)
 	return t.addr, ok
+}
+
+type addrTimeoutKey struct{}
+
+// WithAddrTimeout returns ctx telling AddrTransport to bound the wait for
+// the address permit by d and then, timed from the permit, the request by
+// d: waiting behind other requests to the address is the crawler's doing
+// and must not cut the time the server has to answer (RobotsTransport's
+// Timeout, for the site permit).
+func WithAddrTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, addrTimeoutKey{}, d)
 }
 
 // DialFunc is the type of http.Transport.DialContext.
@@ -167,9 +179,12 @@ func (t *AddrTransport) CloseIdleConnections() {
 }
 
 // RoundTrip resolves the request's host, takes the address permit, and
-// sends the request to that address.
+// sends the request to that address. An error in taking the permit (ctx
+// done, Redis) or a permit lost mid-request wraps robots.ErrNotFetched:
+// the crawler's doing, no verdict on the server.
 func (t *AddrTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	timeout, _ := ctx.Value(addrTimeoutKey{}).(time.Duration)
 	host, port := req.URL.Hostname(), urlPort(req.URL)
 	addr, err := t.Resolver.Resolve(ctx, host, port)
 	if err != nil {
@@ -178,21 +193,35 @@ func (t *AddrTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx = WithDialAddr(ctx, host, port, addr)
 	trace, refused := t.guard(addr)
 	ctx = httptrace.WithClientTrace(ctx, trace)
-	if t.MaxPerIP <= 0 {
+	if t.MaxPerIP <= 0 && timeout <= 0 {
 		resp, err := t.Base.RoundTrip(req.WithContext(ctx))
 		return resp, wrongAddr(req, err, refused)
 	}
+	if t.MaxPerIP <= 0 {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		resp, err := t.Base.RoundTrip(req.WithContext(rctx))
+		if err != nil {
+			cancel()
+			return nil, wrongAddr(req, err, refused)
+		}
+		resp.Body = &permitBody{ReadCloser: resp.Body, done: func(bool) { cancel() }}
+		return resp, nil
+	}
+	wctx, wcancel := withTimeout(ctx, timeout)
 	t.waiting.Add(1)
-	p, err := AcquireAddr(ctx, t.Limiter, addr, t.MaxPerIP)
+	p, err := AcquireAddr(wctx, t.Limiter, addr, t.MaxPerIP)
 	t.waiting.Add(-1)
+	wcancel()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (%w)", err, robots.ErrNotFetched)
 	}
 	kctx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
 	p.KeepAlive(kctx) // ends at Release, at loss, or when the body is done
-	rctx, cancel := p.Context(ctx)
+	pctx, pcancel := p.Context(ctx)
+	rctx, tcancel := withTimeout(pctx, timeout)
 	release := func() {
-		cancel()
+		tcancel()
+		pcancel()
 		stopKeep()
 		rel, done := context.WithTimeout(context.Background(), 5*time.Second)
 		defer done()
@@ -202,7 +231,7 @@ func (t *AddrTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		release()
 		if p.Err() != nil {
-			return nil, fmt.Errorf("fetch: %s: %w (%v)", req.URL, limiter.ErrPermitLost, err)
+			return nil, fmt.Errorf("fetch: %s: %w (%w; %v)", req.URL, limiter.ErrPermitLost, robots.ErrNotFetched, err)
 		}
 		return nil, wrongAddr(req, err, refused)
 	}
@@ -238,9 +267,17 @@ func (t *AddrTransport) guard(addr netip.Addr) (*httptrace.ClientTrace, *atomic.
 // connection of the request and net/http did not retry it.
 func wrongAddr(req *http.Request, err error, refused *atomic.Bool) error {
 	if err != nil && refused.Load() {
-		return fmt.Errorf("fetch: %s: %w (%v)", req.URL, ErrWrongAddress, err)
+		return fmt.Errorf("fetch: %s: %w (%w; %v)", req.URL, ErrWrongAddress, robots.ErrNotFetched, err)
 	}
 	return err
+}
+
+// withTimeout is ctx bounded by d, or ctx when d is 0.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // urlPort is u's port, or its scheme's default.

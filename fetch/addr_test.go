@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -283,5 +284,44 @@ func TestAddrPermitReleasedOnError(t *testing.T) {
 	}
 	if st, err := lim.Status(context.Background(), AddrKey(netip.MustParseAddr("127.0.0.1")), 1); err != nil || st.Holders != 0 {
 		t.Errorf("address permit left in Redis: %+v, %v", st, err)
+	}
+}
+
+// With WithAddrTimeout, a wait for a busy address gives up after the
+// timeout with robots.ErrNotFetched (no verdict on the server), and a
+// request that got its permit has the whole timeout from then on.
+func TestAddrTimeout(t *testing.T) {
+	l := listen(t, "127.0.0.1:0")
+	s := startCounting(t, l, 300*time.Millisecond)
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	rdb := srv.Client()
+	t.Cleanup(func() { rdb.Close() })
+	lim := limiter.New(rdb, &limiter.Options{Prefix: keyPrefix(t), Lease: 30 * time.Second, NoRestartGuard: true})
+	t.Cleanup(func() { lim.Close() })
+	pins, _ := ParseResolve([]string{"slow.test:" + port + ":127.0.0.1", "other.test:" + port + ":127.0.0.1"})
+	at := NewAddrTransport(nil, mustResolver(t, &ResolverOptions{Pins: pins}), lim, 1)
+	defer at.CloseIdleConnections()
+	c := &http.Client{Transport: at}
+	held := make(chan error, 1)
+	go func() { held <- getBody(c, "http://slow.test:"+port+"/") }() // holds the address for 300 ms
+	for s.requests() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	req, _ := http.NewRequestWithContext(WithAddrTimeout(context.Background(), 50*time.Millisecond), http.MethodGet, "http://other.test:"+port+"/", nil)
+	if _, err := c.Do(req); !errors.Is(err, robots.ErrNotFetched) {
+		t.Errorf("wait past the timeout: %v, want robots.ErrNotFetched", err)
+	}
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	// Free now: a 300 ms request under a 1 s timeout.
+	req, _ = http.NewRequestWithContext(WithAddrTimeout(context.Background(), time.Second), http.MethodGet, "http://other.test:"+port+"/", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if s.requests() != 2 {
+		t.Errorf("the server saw %d requests, want 2 (the timed-out one never sent)", s.requests())
 	}
 }
