@@ -135,6 +135,7 @@ func (r *Report) markdown(w io.Writer) {
 	r.hotSiteSection(p)
 	r.crawlSection(p)
 	r.scaleSection(p)
+	r.clusterSection(p)
 	r.robotsSection(p)
 }
 
@@ -331,6 +332,38 @@ func (r *Report) scaleSection(p func(string, ...any)) {
 		p("Redis memory per URL seen (the crawl's de-duplication), %d URLs of 1,000 sites admitted to a crawl of 16 shards, %.0f bytes a URL on average: **%.1f bytes** in %d keys of 64-bit fingerprints (compact intsets), against %.1f bytes for the same URLs kept whole in one SET, measured in the same run. Goal: ≤ %d bytes.", s.URLs, s.AvgURLSize, s.PerURL, s.Keys, s.URLSetPer, goalSeenBytes)
 		p("")
 	}
+}
+
+func (r *Report) clusterSection(p func(string, ...any)) {
+	if len(r.Cluster) == 0 {
+		return
+	}
+	p("## Crawl: on a Redis Cluster")
+	p("")
+	p("The same crawl (%d sites × %d pages, %s, cap %d) with its frontier and semaphores on a Redis Cluster of %d masters started for it on this machine (no replicas), %d `crawler run --redis-cluster` processes, a frontier of %d shards. Each master's figures are read from it alone: the crawl's keys on it when the crawl ended (SCAN of the crawl's prefix), the frontier shards whose hash tag it serves, its Redis CPU and the commands it processed over the crawl.",
+		r.CrawlSpec.Sites, r.CrawlSpec.Pages, r.CrawlSpec.Latency, siteCap, clusterMasters, clusterProcs, clusterShards)
+	p("")
+	rows := make([]CrawlRow, len(r.Cluster))
+	for i, c := range r.Cluster {
+		rows[i] = c.CrawlRow
+	}
+	crawlTable(p, rows)
+	p("")
+	p("| crawl | master | frontier shards | crawl's keys | share of keys | Redis CPU | share of CPU | Redis CPU / page | commands / page |")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, c := range r.Cluster {
+		for _, m := range c.Masters {
+			perPage := 0.0
+			if c.Pages > 0 {
+				perPage = float64(m.Commands) / float64(c.Pages)
+			}
+			p("| %s | %s | %d | %d | %.0f%% | %s | %.0f%% | %s | %.1f |", c.Name, m.Addr, m.Shards, m.Keys, 100*m.ShareKeys,
+				m.CPU.Round(time.Millisecond), 100*m.ShareCPU, us(m.PerPage), perPage)
+		}
+	}
+	p("")
+	p("The Redis CPU per page in the crawl table is the sum over the masters. Keys and CPU spread over every master because both the frontier (by shard) and the semaphores (by site) are split by site; with %d sites, how even the spread is depends on where their names hash.", r.CrawlSpec.Sites)
+	p("")
 }
 
 func crawlTable(p func(string, ...any), rows []CrawlRow) {

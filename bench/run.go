@@ -16,7 +16,7 @@ import (
 )
 
 // Sections of a run, in the order they run; Options.Only picks some.
-var Sections = []string{"limiter", "hotsite", "crawl", "scale", "robots"}
+var Sections = []string{"limiter", "hotsite", "crawl", "scale", "cluster", "robots"}
 
 // Options configure Run.
 type Options struct {
@@ -45,6 +45,7 @@ type Report struct {
 	CrawlSpec   CrawlSpec
 	Scale       []CrawlRow
 	Seen        *SeenRow
+	Cluster     []ClusterRow
 	Burst       []BurstRow
 	Robots      []RobotsRow
 }
@@ -58,7 +59,11 @@ func (r *Report) SafetyHeld() bool {
 			return false
 		}
 	}
-	for _, c := range slices.Concat(r.Crawl, r.Scale) {
+	crawls := slices.Concat(r.Crawl, r.Scale)
+	for _, c := range r.Cluster {
+		crawls = append(crawls, c.CrawlRow)
+	}
+	for _, c := range crawls {
 		if !strings.HasPrefix(c.Name, "colly") && (c.MaxAtOnce > c.Cap || c.OverCap > 0 || c.Disallowed > 0) {
 			return false
 		}
@@ -171,6 +176,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		r.Seen = &seen
 	}
+	if on("cluster") {
+		logf("cluster: the crawl on a Redis Cluster of %d masters, %d processes, %d shards, %v", clusterMasters, clusterProcs, clusterShards, CrawlModes)
+		workers := (r.CrawlSpec.Sites*siteCap + 12) / clusterProcs
+		if r.Cluster, err = ClusterCrawl(ctx, r.CrawlSpec, clusterMasters, clusterProcs, workers, clusterShards); err != nil {
+			return nil, err
+		}
+	}
 	if on("robots") {
 		logf("robots: Allowed on an 8 KiB path against hostile robots.txt files")
 		if r.Robots, err = Robots(8, 200); err != nil {
@@ -180,6 +192,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.Took = time.Since(r.Started)
 	return r, nil
 }
+
+// The cluster section's crawl: 3 masters (the Redis Cluster minimum), the
+// crawler's default shard count.
+const clusterMasters, clusterProcs, clusterShards = 3, 2, 16
 
 // waitGuard waits until a fresh Redis grants permits: the limiter's
 // restart guard refuses them on a server younger than the lease (the

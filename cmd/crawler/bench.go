@@ -101,6 +101,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, x := range r.Scale {
 		fmt.Fprintf(stdout, "  scale       %-28s %4.0f%% of ideal, %.1f Redis round trips/page, most at once %d (cap %d)\n", x.Name, 100*x.Util, x.RoundTrips, x.MaxAtOnce, x.Cap)
 	}
+	for _, x := range r.Cluster {
+		var spread []string
+		for _, m := range x.Masters {
+			spread = append(spread, fmt.Sprintf("%.0f%%", 100*m.ShareCPU))
+		}
+		fmt.Fprintf(stdout, "  cluster     %-32s %4.0f%% of ideal, %.2f round trips and %s Redis CPU per page (by master %s), most at once %d (cap %d)\n",
+			x.Name, 100*x.Util, x.RoundTrips, x.RedisCPU.Round(time.Microsecond), strings.Join(spread, " "), x.MaxAtOnce, x.Cap)
+	}
 	if s := r.Seen; s != nil {
 		fmt.Fprintf(stdout, "  seen        %d URLs: %.1f bytes of Redis each as fingerprints, %.1f kept whole\n", s.URLs, s.PerURL, s.URLSetPer)
 	}
