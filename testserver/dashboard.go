@@ -40,15 +40,20 @@ func writeDashboard(w io.Writer, st Stats, refresh int) error {
 	type addrRow struct {
 		AddrStats
 		Kind  string
+		Over  bool
 		Chart template.HTML
 	}
 	var addrs []addrRow
 	if st.Shared() {
 		for _, a := range st.Addresses {
-			addrs = append(addrs, addrRow{a, "IP", chart(a.Series, 0, false)})
+			over := a.OverCap > 0 || a.Misdirected > 0
+			if over {
+				worst++
+			}
+			addrs = append(addrs, addrRow{a, "IP", a.OverCap > 0, chart(a.Series, a.Cap, a.OverCap > 0)})
 		}
 		for _, a := range st.Listeners {
-			addrs = append(addrs, addrRow{a, "port", chart(a.Series, 0, false)})
+			addrs = append(addrs, addrRow{a, "port", false, chart(a.Series, 0, false)})
 		}
 	}
 	return dashboardTmpl.Execute(w, map[string]any{
@@ -97,7 +102,7 @@ table{border-collapse:collapse}th,td{padding:4px 8px;border-bottom:1px solid #e2
 th{background:#f1f5f9}td.l,th.l{text-align:left}.bad{color:#dc2626;font-weight:bold}.ok{color:#16a34a}
 </style></head><body>
 <h1>polite testserver <small>profile {{.Stats.Profile}}, up {{.Uptime}}</small></h1>
-<p>{{len .Rows}} sites. {{if .Bad}}<span class="bad">{{.Bad}} site(s) saw a violation.</span>{{else}}<span class="ok">No site saw more than its cap, a disallowed hit, or a gap under its crawl delay.</span>{{end}}
+<p>{{len .Rows}} sites. {{if .Bad}}<span class="bad">{{.Bad}} site(s) or address(es) saw a violation.</span>{{else}}<span class="ok">No site saw more than its cap, a disallowed hit, or a gap under its crawl delay.</span>{{end}}
 Chart: requests in flight per 100 ms, dashed line = cap.</p>
 <table><tr><th class="l">site</th><th class="l">robots.txt asks</th><th>cap</th><th>max in flight</th><th>over cap</th><th>requests</th><th>disallowed hits</th><th>robots.txt</th><th>dups</th><th>min gap / delay</th><th class="l">in flight over time</th></tr>
 {{range .Rows}}<tr><td class="l"><a href="{{.URL}}">{{.Host}}</a></td><td class="l">{{.Rules}}</td><td>{{.Cap}}</td>
@@ -106,9 +111,10 @@ Chart: requests in flight per 100 ms, dashed line = cap.</p>
 <td>{{.Gap}}{{if .CrawlDelayMs}} / {{.CrawlDelayMs}} ms{{end}}</td><td class="l">{{.Chart}}</td></tr>
 {{end}}</table>
 {{if .Addrs}}<h2>Addresses</h2>
-<p>Several sites share an IP: what each listening IP, and each port on it, has in flight, over all its sites. A 421 answers a Host that names no site of its port.</p>
-<table><tr><th class="l">address</th><th class="l">sites</th><th>max in flight</th><th>in flight</th><th>requests</th><th>misdirected (421)</th><th>connections</th><th class="l">in flight over time</th></tr>
-{{range .Addrs}}<tr class="addr"><td class="l">{{.Kind}} {{.Addr}}</td><td class="l" title="{{range .Sites}}{{.}} {{end}}">{{len .Sites}}</td><td>{{.MaxInFlight}}</td><td>{{.InFlight}}</td>
+<p>Several sites share an IP: what each listening IP, and each port on it, has in flight, over all its sites; dashed line = the cap per IP, if the profile sets one. A 421 answers a Host that names no site of its port.</p>
+<table><tr><th class="l">address</th><th class="l">sites</th><th>cap</th><th>max in flight</th><th>over cap</th><th>in flight</th><th>requests</th><th>misdirected (421)</th><th>connections</th><th class="l">in flight over time</th></tr>
+{{range .Addrs}}<tr class="addr"><td class="l">{{.Kind}} {{.Addr}}</td><td class="l" title="{{range .Sites}}{{.}} {{end}}">{{len .Sites}}</td><td>{{if .Cap}}{{.Cap}}{{else}}–{{end}}</td>
+<td{{if .Over}} class="bad"{{end}}>{{.MaxInFlight}}</td><td{{if .OverCap}} class="bad"{{end}}>{{.OverCap}}</td><td>{{.InFlight}}</td>
 <td>{{.Requests}}</td><td{{if .Misdirected}} class="bad"{{end}}>{{.Misdirected}}</td><td>{{.Connections}}</td><td class="l">{{.Chart}}</td></tr>
 {{end}}</table>{{end}}
 <p><a href="/_stats">/_stats</a> (JSON) · POST /_reset</p>

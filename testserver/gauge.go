@@ -60,10 +60,15 @@ func (s *series) values() ([]int, int64) {
 type AddrStats struct {
 	Addr string `json:"addr"` // "127.0.0.2", or "127.0.0.2:40123" for a listener
 	// Sites lists the Host (host:port) of each site served here.
-	Sites       []string `json:"sites"`
-	Requests    int64    `json:"requests"`
-	InFlight    int      `json:"inflight"`
-	MaxInFlight int      `json:"max_inflight"`
+	Sites []string `json:"sites"`
+	// Cap is Profile.AddressCap for an IP (0: none, and always for a
+	// listener); OverCap counts requests that started with Cap already in
+	// flight here.
+	Cap         int   `json:"cap"`
+	OverCap     int64 `json:"over_cap"`
+	Requests    int64 `json:"requests"`
+	InFlight    int   `json:"inflight"`
+	MaxInFlight int   `json:"max_inflight"`
 	// Misdirected counts requests answered 421 because their Host named no
 	// site of the listener they reached.
 	Misdirected int64 `json:"misdirected"`
@@ -76,7 +81,9 @@ type AddrStats struct {
 
 // gauge counts the requests of one address: exact, under its lock.
 type gauge struct {
+	cap         int // 0: none
 	mu          sync.Mutex
+	overCap     int64
 	requests    int64
 	inflight    int
 	maxIn       int
@@ -85,8 +92,8 @@ type gauge struct {
 	hist        series
 }
 
-func newGauge(start time.Time) *gauge {
-	g := &gauge{hist: series{start: start}}
+func newGauge(cap int, start time.Time) *gauge {
+	g := &gauge{cap: cap, hist: series{start: start}}
 	g.reset()
 	return g
 }
@@ -95,7 +102,7 @@ func newGauge(start time.Time) *gauge {
 func (g *gauge) reset() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.requests, g.maxIn, g.misdirected, g.conns = 0, g.inflight, 0, 0
+	g.requests, g.maxIn, g.misdirected, g.conns, g.overCap = 0, g.inflight, 0, 0, 0
 	g.hist.reset(time.Now(), g.inflight)
 }
 
@@ -105,6 +112,9 @@ func (g *gauge) begin() {
 	defer g.mu.Unlock()
 	g.hist.advance(time.Now(), g.inflight)
 	g.requests++
+	if g.cap > 0 && g.inflight >= g.cap {
+		g.overCap++
+	}
 	g.inflight++
 	g.maxIn = max(g.maxIn, g.inflight)
 	g.hist.note(g.inflight)
@@ -131,7 +141,7 @@ func (g *gauge) snapshot(addr string, sites []string) AddrStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.hist.advance(time.Now(), g.inflight)
-	st := AddrStats{Addr: addr, Sites: append([]string(nil), sites...), Requests: g.requests, InFlight: g.inflight,
+	st := AddrStats{Addr: addr, Sites: append([]string(nil), sites...), Cap: g.cap, OverCap: g.overCap, Requests: g.requests, InFlight: g.inflight,
 		MaxInFlight: g.maxIn, Misdirected: g.misdirected, Connections: g.conns}
 	st.Series, st.SeriesEndMs = g.hist.values()
 	return st

@@ -53,9 +53,9 @@ func (s *Server) layout() error {
 			case s.opts.sameHost && n > 0:
 				a = s.addrs[0] // one IP for all
 			case s.opts.sameHost:
-				a = &address{ip: "127.0.0.1", g: newGauge(s.start)}
+				a = &address{ip: "127.0.0.1", g: newGauge(s.profile.AddressCap, s.start)}
 			default:
-				a = &address{ip: fmt.Sprintf("127.0.%d.%d", n/250, 2+n%250), g: newGauge(s.start)}
+				a = &address{ip: fmt.Sprintf("127.0.%d.%d", n/250, 2+n%250), g: newGauge(s.profile.AddressCap, s.start)}
 			}
 			if len(s.addrs) == 0 || a != s.addrs[0] {
 				s.addrs = append(s.addrs, a)
@@ -71,7 +71,7 @@ func (s *Server) layout() error {
 			if err != nil {
 				return fmt.Errorf("testserver: site %d: %w", i, err)
 			}
-			l = &listener{srv: s, addr: ln.Addr().String(), ln: ln, own: newGauge(s.start), ip: a}
+			l = &listener{srv: s, addr: ln.Addr().String(), ln: ln, own: newGauge(0, s.start), ip: a}
 			_, l.port, _ = net.SplitHostPort(l.addr)
 			s.listeners = append(s.listeners, l)
 			if spec.VHost != "" {
@@ -184,7 +184,7 @@ func (s *Server) Resolve() []string {
 
 // DialContext dials the listener of the site whose Host (host:port) addr
 // is, and addr itself otherwise: as an http.Transport's DialContext it lets
-// a client reach sites by their VHost names.
+// a client reach sites by their VHost names. Use it after Start.
 func (s *Server) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	if to, ok := s.dialTo[addr]; ok {
 		addr = to

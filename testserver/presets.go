@@ -30,8 +30,9 @@ func PresetNames() []string {
 //   - shared: uniform sites, eight to an IP as on a shared host: of each
 //     eight, six are virtual hosts on one port, named site<i>.test (i the
 //     site's index; each its own registered domain), and two have a port
-//     of their own, reached by IP. Pages link across sites. A client needs
-//     Server.Resolve (curl's --resolve) to reach the named ones.
+//     of their own, reached by IP. Pages link across sites. Each IP
+//     tolerates 4 at once (AddressCap). A client needs Server.Resolve
+//     (curl's --resolve) to reach the named ones.
 func Preset(name string, n int, seed int64) (Profile, error) {
 	kinds, ok := presets[name]
 	if !ok {
@@ -40,7 +41,7 @@ func Preset(name string, n int, seed int64) (Profile, error) {
 	if n < 1 {
 		return Profile{}, fmt.Errorf("testserver: %d sites (want at least 1)", n)
 	}
-	p := Profile{Name: name, Seed: seed}
+	p := Profile{Name: name, Seed: seed, AddressCap: addressCaps[name]}
 	for i := 0; i < n; i++ {
 		s := kinds[i%len(kinds)]()
 		if place := layouts[name]; place != nil {
@@ -75,6 +76,9 @@ var layouts = map[string]func(i int, s *SiteSpec){
 		}
 	},
 }
+
+// addressCaps is the AddressCap of the presets that share addresses.
+var addressCaps = map[string]int{"shared": 4}
 
 var presets = map[string][]func() SiteSpec{
 	"uniform": {func() SiteSpec {

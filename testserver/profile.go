@@ -21,7 +21,12 @@ type Profile struct {
 	Agent string `json:"agent,omitempty"`
 	// DefaultCap is the concurrency a site tolerates when its robots.txt says
 	// nothing (default 3). A Concurrency line can only lower it.
-	DefaultCap int        `json:"default_cap,omitempty"`
+	DefaultCap int `json:"default_cap,omitempty"`
+	// AddressCap is the concurrency each listening IP tolerates over all
+	// its sites (0 = no limit): what a crawler's per-IP cap must keep. A
+	// request that starts with AddressCap already in flight at its IP
+	// counts in AddrStats.OverCap.
+	AddressCap int        `json:"address_cap,omitempty"`
 	Sites      []SiteSpec `json:"sites"`
 }
 
@@ -142,6 +147,9 @@ func (p *Profile) Validate() error {
 	var errs []error
 	if len(p.Sites) == 0 {
 		errs = append(errs, errors.New("sites: none (want at least 1)"))
+	}
+	if p.AddressCap < 0 {
+		errs = append(errs, fmt.Errorf("address_cap: %d (want >= 0; 0 = no limit)", p.AddressCap))
 	}
 	if len(p.Sites) > 60000 {
 		errs = append(errs, fmt.Errorf("sites: %d (at most 60000)", len(p.Sites)))

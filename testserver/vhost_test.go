@@ -226,8 +226,11 @@ func holdMany(t *testing.T, s *Server, c *http.Client, urls []string) func() {
 
 // The shared IP counts at once everything in flight on it, across its
 // virtual hosts and its ports; each site and each port counts its share.
+// Starts past the profile's cap per IP count as over it.
 func TestInFlightCountedPerAddress(t *testing.T) {
-	s := start(t, sharedProfile(time.Minute))
+	p := sharedProfile(time.Minute)
+	p.AddressCap = 7
+	s := start(t, p)
 	sites := s.Sites()
 	share := []int{3, 2, 1, 2, 1, 2} // requests held per site
 	var urls []string
@@ -242,12 +245,15 @@ func TestInFlightCountedPerAddress(t *testing.T) {
 	if a := st.Addresses[0]; a.InFlight != 9 || a.MaxInFlight != 9 || a.Requests != 9 {
 		t.Errorf("shared IP: %d in flight, max %d, %d requests; want 9, 9, 9", a.InFlight, a.MaxInFlight, a.Requests)
 	}
-	if a := st.Addresses[1]; a.MaxInFlight != 2 {
-		t.Errorf("the other IP: max %d, want 2", a.MaxInFlight)
+	if a := st.Addresses[0]; a.Cap != 7 || a.OverCap != 2 {
+		t.Errorf("shared IP, cap 7, 9 at once: cap %d, over cap %d; want 7 and 2", a.Cap, a.OverCap)
+	}
+	if a := st.Addresses[1]; a.MaxInFlight != 2 || a.OverCap != 0 {
+		t.Errorf("the other IP: max %d, over cap %d; want 2, 0", a.MaxInFlight, a.OverCap)
 	}
 	for i, l := range []int{6, 2, 1, 2} {
-		if got := st.Listeners[i].MaxInFlight; got != l {
-			t.Errorf("listener %d (%s): max %d, want %d", i, st.Listeners[i].Addr, got, l)
+		if got := st.Listeners[i]; got.MaxInFlight != l || got.Cap != 0 || got.OverCap != 0 {
+			t.Errorf("listener %d (%s): max %d (cap %d, over %d), want %d (no cap)", i, got.Addr, got.MaxInFlight, got.Cap, got.OverCap, l)
 		}
 	}
 	for i, n := range share {
@@ -267,7 +273,7 @@ func TestInFlightCountedPerAddress(t *testing.T) {
 	s.Reset()
 	st = s.Stats()
 	for _, a := range append(st.Addresses, st.Listeners...) {
-		if a.Requests != 0 || a.InFlight != 0 || a.MaxInFlight != 0 || a.Misdirected != 0 || a.Connections != 0 {
+		if a.Requests != 0 || a.InFlight != 0 || a.MaxInFlight != 0 || a.Misdirected != 0 || a.Connections != 0 || a.OverCap != 0 {
 			t.Errorf("after the requests ended and a reset: %+v", a)
 		}
 	}
@@ -318,6 +324,9 @@ func TestSharedPresetAndValidation(t *testing.T) {
 	if len(st.Addresses) != 3 || len(st.Listeners) != 2*(1+sharedPerIP-sharedVHosts)+1 || !st.Shared() {
 		t.Fatalf("shared preset, %d sites: %d addresses, %d listeners", len(p.Sites), len(st.Addresses), len(st.Listeners))
 	}
+	if p.AddressCap != 4 || st.Addresses[0].Cap != 4 {
+		t.Fatalf("shared preset: address cap %d, stats cap %d; want 4", p.AddressCap, st.Addresses[0].Cap)
+	}
 	if len(s.Resolve()) != 2*sharedVHosts+3 || !strings.HasPrefix(s.Resolve()[1], "site1.test:") {
 		t.Fatalf("resolve: %q", s.Resolve())
 	}
@@ -334,10 +343,10 @@ func TestSharedPresetAndValidation(t *testing.T) {
 		{Pages: 1, Address: "x", VHost: "a.test"}, {Pages: 1, Address: "x", VHost: "a.test"},
 		{Pages: 1, VHost: "127.0.0.9"}, {Pages: 1, VHost: "Upper.test"}, {Pages: 1, VHost: "nodot"},
 		{Pages: 1, VHost: "a..test"}, {Pages: 1, VHost: "-a.test"}, {Pages: 1, Address: strings.Repeat("x", 65)},
-	}}
+	}, AddressCap: -1}
 	err = bad.Validate()
 	for _, want := range []string{"sites[1].vhost", "sites[2].vhost", "sites[3].vhost", "sites[4].vhost",
-		"sites[5].vhost", "sites[6].vhost", "sites[7].address"} {
+		"sites[5].vhost", "sites[6].vhost", "sites[7].address", "address_cap"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("validation does not name %s: %v", want, err)
 		}
@@ -350,7 +359,9 @@ func TestSharedPresetAndValidation(t *testing.T) {
 // With sites sharing an IP, the dashboard adds a row and a chart per IP and
 // per port, after the rows per site.
 func TestDashboardShowsAddresses(t *testing.T) {
-	s := start(t, sharedProfile(0))
+	p := sharedProfile(0)
+	p.AddressCap = 4
+	s := start(t, p)
 	c := vhostClient(t, s)
 	for _, site := range s.Sites() {
 		get(t, c, site.URL+"/p/0")
@@ -364,6 +375,10 @@ func TestDashboardShowsAddresses(t *testing.T) {
 	}
 	if n := strings.Count(body, "<svg"); n != 6+6 {
 		t.Errorf("%d charts, want 12", n)
+	}
+	// Every site chart and the two IP charts draw a cap; the port charts not.
+	if n := strings.Count(body, "stroke-dasharray"); n != 6+2 {
+		t.Errorf("%d cap lines, want 8", n)
 	}
 	for _, want := range []string{"IP " + s.Stats().Addresses[0].Addr, "port " + s.Sites()[0].Addr} {
 		if !strings.Contains(body, want) {

@@ -82,12 +82,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		seeds = append(seeds, s.URL+"/")
 	}
 	fmt.Fprintf(stdout, "demo: %d %s sites on 127.0.0.2 and up; dashboard %s\n", len(seeds), *profile, ts.ControlURL())
-	var resolve []string // the sites reached by name (virtual hosts)
+	var shared []string // --resolve for the sites reached by name, --max-per-ip for a profile's cap per IP
 	for _, r := range ts.Resolve() {
-		resolve = append(resolve, "--resolve", r)
+		shared = append(shared, "--resolve", r)
+	}
+	if p.AddressCap > 0 {
+		shared = append(shared, "--max-per-ip", strconv.Itoa(p.AddressCap))
 	}
 	if st := ts.Stats(); st.Shared() {
-		fmt.Fprintf(stdout, "demo: the sites share %d IPs (%d by name, told apart by Host)\n", len(st.Addresses), len(resolve)/2)
+		fmt.Fprintf(stdout, "demo: the sites share %d IPs (%d by name, told apart by Host), cap per IP %d\n",
+			len(st.Addresses), len(ts.Resolve()), p.AddressCap)
 	}
 	fmt.Fprintf(stdout, "demo: %d crawler processes x %d workers, %s semaphore, lease %s\n", *procs, *workers, *semaphore, *lease)
 
@@ -103,7 +107,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for i := 0; i < *procs; i++ {
 		cmd := exec.CommandContext(ctx, exe, append([]string{"run", "--redis", *redisURL, "--crawl", crawlName,
 			"--workers", strconv.Itoa(*workers), "--lease", lease.String(), "--semaphore", *semaphore,
-			"--timeout", "30s", "--visibility", "1m", "--progress", "1h", "--stop-grace", "5s"}, append(resolve, seeds...)...)...)
+			"--timeout", "30s", "--visibility", "1m", "--progress", "1h", "--stop-grace", "5s"}, append(shared, seeds...)...)...)
 		cmd.Stdout, cmd.Stderr = &logs[i], &logs[i]
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // let workers give URLs back
 		cmd.WaitDelay = 10 * time.Second
@@ -135,7 +139,7 @@ wait:
 		}
 	}
 	fmt.Fprintf(stdout, "demo: crawl finished in %.1fs\n\n", time.Since(start).Seconds())
-	bad, misdirected := writeVerdict(stdout, ts.Stats())
+	bad, badAddrs := writeVerdict(stdout, ts.Stats())
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("gave up after --limit %s", *limit)
@@ -143,8 +147,8 @@ wait:
 		return fmt.Errorf("%d of %d worker processes failed", failed, *procs)
 	case bad > 0:
 		return fmt.Errorf("%d site(s) saw impolite behaviour", bad)
-	case misdirected > 0:
-		return fmt.Errorf("%d request(s) reached an address that does not serve their Host (421)", misdirected)
+	case badAddrs > 0:
+		return fmt.Errorf("%d IP(s) saw more than their cap at once, or a request for a Host they do not serve (421)", badAddrs)
 	}
 	fmt.Fprintln(stdout, "\nEvery site saw at most its cap at once, no disallowed request, and its crawl delay kept.")
 	return nil
@@ -180,10 +184,11 @@ func embeddedRedis() (*miniredis.Miniredis, func(), error) {
 // writeVerdict prints what each site saw and returns how many sites saw a
 // violation: more than their cap at once, a disallowed request, or a gap
 // under their crawl delay. When sites share an IP, it then prints what each
-// IP and port saw at once over all its sites, and also returns how many
-// requests were answered 421 (sent to an address that does not serve
-// their Host).
-func writeVerdict(w io.Writer, st testserver.Stats) (bad int, misdirected int64) {
+// IP and port saw at once over all its sites, and also returns how many IPs
+// saw a violation: more than their cap at once (when the profile sets
+// one), or a request answered 421 (sent to an address that does not serve
+// its Host).
+func writeVerdict(w io.Writer, st testserver.Stats) (bad, badAddrs int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "site\trobots.txt asks\tcap\tpages\tmax at once\tover cap\tdisallowed\trobots.txt fetches\tmin gap / delay\t")
 	for _, s := range st.Sites {
@@ -204,7 +209,7 @@ func writeVerdict(w io.Writer, st testserver.Stats) (bad int, misdirected int64)
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "address\tsites\tpages\tmax at once\trequests\tmisdirected (421)\t")
+	fmt.Fprintln(tw, "address\tsites\tpages\tcap\tmax at once\tover cap\tmisdirected (421)\t")
 	pages := map[string]int64{} // per site Host
 	for _, s := range st.Sites {
 		pages[s.Host] = s.Pages
@@ -218,18 +223,21 @@ func writeVerdict(w io.Writer, st testserver.Stats) (bad int, misdirected int64)
 			for _, h := range a.Sites {
 				n += pages[h]
 			}
-			note := "-"
-			if a.Misdirected > 0 {
-				note = "MISDIRECTED"
+			limit, verdict := "-", "-"
+			if a.Cap > 0 {
+				limit = strconv.Itoa(a.Cap)
 			}
 			if rows.kind == "ip" {
-				misdirected += a.Misdirected
+				verdict = "ok"
+				if a.OverCap > 0 || a.Misdirected > 0 {
+					verdict, badAddrs = "VIOLATION", badAddrs+1
+				}
 			}
-			fmt.Fprintf(tw, "%s %s\t%d\t%d\t%d\t%d\t%d\t%s\n", rows.kind, a.Addr, len(a.Sites), n, a.MaxInFlight, a.Requests, a.Misdirected, note)
+			fmt.Fprintf(tw, "%s %s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\n", rows.kind, a.Addr, len(a.Sites), n, limit, a.MaxInFlight, a.OverCap, a.Misdirected, verdict)
 		}
 	}
 	tw.Flush()
-	return bad, misdirected
+	return bad, badAddrs
 }
 
 func tail(s string, n int) string {

@@ -111,13 +111,14 @@ func writeAddresses(w io.Writer, st testserver.Stats) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "address\tsites\tmax in flight\trequests\tmisdirected\tconnections\t")
+	fmt.Fprintln(tw, "address\tsites\tcap\tmax in flight\tover cap\trequests\tmisdirected\tconnections\t")
 	for _, rows := range []struct {
 		kind string
 		list []testserver.AddrStats
 	}{{"ip", st.Addresses}, {"port", st.Listeners}} {
 		for _, a := range rows.list {
-			fmt.Fprintf(tw, "%s %s\t%d\t%d\t%d\t%d\t%d\t\n", rows.kind, a.Addr, len(a.Sites), a.MaxInFlight, a.Requests, a.Misdirected, a.Connections)
+			fmt.Fprintf(tw, "%s %s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", rows.kind, a.Addr, len(a.Sites), a.Cap, a.MaxInFlight, a.OverCap,
+				a.Requests, a.Misdirected, a.Connections)
 		}
 	}
 	tw.Flush()
