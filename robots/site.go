@@ -27,7 +27,8 @@ import (
 //     as net/http sends it ("a_b.example" stays). A name IDNA rejects keeps
 //     its lower-cased form: a deterministic key for a host no request can
 //     reach (net/http fails it), so nothing more is at stake.
-//   - One trailing dot is dropped: "localhost." is "localhost".
+//   - Trailing dots are dropped: "localhost." is "localhost" (and the
+//     invalid "a.." is "a", so that Site is a fixed point; "." is "").
 //   - An IPv6 literal is in canonical form (net/netip): "[0::1]" and
 //     "[0:0:0:0:0:0:0:1]" are "[::1]". An IPv4-mapped address is the IPv4
 //     address it maps, which is where Go dials it ("[::ffff:127.0.0.1]" is
@@ -131,7 +132,7 @@ func canonHost(h string) (host string, ip bool) {
 	} else {
 		h = strings.ToLower(h)
 	}
-	h = strings.TrimSuffix(h, ".")
+	h = strings.TrimRight(h, ".")
 	_, err := netip.ParseAddr(h)
 	return h, err == nil
 }

@@ -35,6 +35,8 @@ func TestSiteCanonical(t *testing.T) {
 		// IDNA rejects a lone ZWJ (CONTEXTJ): the lower-cased form stays.
 		{"x\u200d.example", []string{"http://X\u200d.example/", "http://x\u200d.example./"}},
 		{"127.000.000.001", []string{"http://127.000.000.001/"}}, // a name to Go's dialer, not an address
+		{"a", []string{"http://a../", "http://A.../"}},           // invalid, but a fixed point
+		{"", []string{"http://./", "http://..:80/"}},
 	} {
 		for _, in := range c.in {
 			u, err := url.Parse(in)
@@ -140,6 +142,33 @@ func BenchmarkSite(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = Domain(u)
+		}
+	})
+}
+
+// Site is a fixed point, through url.URL.String and url.Parse too, and
+// Domain is one of its suffixes or the site itself.
+func FuzzSite(f *testing.F) {
+	for _, s := range []string{"http://Example.COM:080/", "http://[0::1]:8080/", "http://bücher.example./", "http://ｅｘａｍｐｌｅ．ｃｏｍ/",
+		"https://[fe80::1%25eth0]:443/", "http://a..:1/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		site := Site(u)
+		v := *u
+		v.Host = site
+		if again := Site(&v); again != site {
+			t.Fatalf("%q: site %q, then %q", raw, site, again)
+		}
+		if w, err := url.Parse(v.String()); err == nil && Site(w) != site {
+			t.Fatalf("%q: site %q, through %q %q", raw, site, v.String(), Site(w))
+		}
+		if d := Domain(u); d != Domain(&v) {
+			t.Fatalf("%q: domain %q, of its site %q", raw, d, Domain(&v))
 		}
 	})
 }
