@@ -52,6 +52,7 @@ import (
 	"time"
 
 	"github.com/polite-crawler/polite/internal/keyname"
+	"github.com/polite-crawler/polite/robots"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -123,6 +124,13 @@ type Options struct {
 	// it half the permit lease: a worker handed the site while the dead
 	// holder's permit lives waits for it in the site's line.
 	Park time.Duration
+	// SiteKey names the site the frontier schedules a URL under (its cap,
+	// its turn, its shard, Item.Site): robots.Site (nil, the default: by
+	// host) or robots.Domain (by registered domain). Give it the permits'
+	// (fetch.Transport.SiteKey), so the frontier counts what the semaphore
+	// guards. Every process of a crawl must give the same. The crawl's
+	// scope stays a set of hosts (Normalize's site) whatever it is.
+	SiteKey robots.SiteKey
 }
 
 func (o *Options) get() Options {
