@@ -109,7 +109,9 @@ func PinnedDial(dial DialFunc) DialFunc {
 		t, ok := ctx.Value(dialTargetKey{}).(dialTarget)
 		if ok {
 			if h, p, err := net.SplitHostPort(addr); err == nil {
-				if hk, err := hostKey(h); err == nil && hk == t.host && p == t.port {
+				hk, herr := hostKey(h)
+				pk, perr := portKey(p)
+				if herr == nil && perr == nil && hk == t.host && pk == t.port {
 					addr = net.JoinHostPort(t.addr.String(), p)
 				}
 			}

@@ -141,8 +141,8 @@ func TestDialGoesToPinnedAddress(t *testing.T) {
 	at := NewAddrTransport(nil, mustResolver(t, &ResolverOptions{Lookup: dns.lookup, Pins: pins}), nil, 0)
 	defer at.CloseIdleConnections()
 	c := &http.Client{Transport: at, Timeout: 10 * time.Second}
-	for i := 0; i < 3; i++ {
-		if err := getBody(c, "http://site.test:"+port+"/"); err != nil {
+	for _, u := range []string{"http://site.test:" + port + "/", "http://SITE.Test.:" + port + "/", "http://site.test:0" + port + "/"} {
+		if err := getBody(c, u); err != nil {
 			t.Fatal(err)
 		}
 	}
