@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/polite-crawler/polite/internal/keyname"
+	"github.com/polite-crawler/polite/robots"
 )
 
 // Config is everything `crawler run` can be told.
@@ -35,6 +36,7 @@ type Config struct {
 	UserAgent     string        `yaml:"user_agent" env:"CRAWLER_USER_AGENT" flag:"user-agent" help:"User-Agent; its product token is matched against robots.txt groups"`
 	Lease         time.Duration `yaml:"lease" env:"CRAWLER_LEASE" flag:"lease" help:"permit lease; a permit not refreshed for this long is lost"`
 	Semaphore     string        `yaml:"semaphore" env:"CRAWLER_SEMAPHORE" flag:"semaphore" help:"semaphore mode: locked (Redis in Action, lock-guarded) or atomic (one Lua script)"`
+	SiteKey       string        `yaml:"site_key" env:"CRAWLER_SITE_KEY" flag:"site-key" help:"what one cap covers: host (each host:port) or domain (every host of a registered domain together; robots.txt stays per host); every process of a crawl must give the same"`
 	MaxPages      int           `yaml:"max_pages" env:"CRAWLER_MAX_PAGES" flag:"max-pages" help:"stop admitting URLs after this many (0: no limit)"`
 	Shards        int           `yaml:"shards" env:"CRAWLER_SHARDS" flag:"shards" help:"hash tags the crawl's frontier spreads over, for Redis Cluster; fixed by the crawl's first process (later ones use the crawl's)"`
 	MaxDepth      int           `yaml:"max_depth" env:"CRAWLER_MAX_DEPTH" flag:"max-depth" help:"follow links at most this many hops from a seed (0: no limit)"`
@@ -61,7 +63,7 @@ func Default() Config {
 	return Config{
 		Redis: "redis://127.0.0.1:6379", Prefix: "polite", Crawl: "default", MaxPerSite: 3, Workers: 8, Shards: 16,
 		UserAgent: "politebot/0.1 (+https://github.com/polite-crawler/polite)", Lease: 10 * time.Second,
-		Semaphore: "locked", Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
+		Semaphore: "locked", SiteKey: robots.SiteKeyHost, Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
 		MaxBodySize: 10 << 20, MaxCrawlDelay: 30 * time.Second, Progress: 5 * time.Second,
 		StopGrace: 10 * time.Second, MaxURLLength: 8192,
 	}
@@ -235,6 +237,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Semaphore != "locked" && c.Semaphore != "atomic" {
 		bad("semaphore", "%q: want locked or atomic", c.Semaphore)
+	}
+	if _, err := robots.ParseSiteKey(c.SiteKey); err != nil || c.SiteKey == "" {
+		bad("site-key", "%q: want %s or %s", c.SiteKey, robots.SiteKeyHost, robots.SiteKeyDomain)
 	}
 	if c.RedisCA != "" {
 		if !strings.HasPrefix(c.Redis, "rediss://") {

@@ -39,9 +39,9 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	c := Default()
 	c.Redis, c.MaxPerSite, c.Workers, c.Lease, c.Semaphore = "http://x", 0, 0, time.Millisecond, "fast"
 	c.MetricsAddr, c.RedisSentinel, c.Prefix, c.Visibility, c.StopGrace = "nope", "nomaster", "a{b}", 10*time.Second, -time.Second
-	c.Shards = 0
+	c.Shards, c.SiteKey = 0, "ip"
 	err := c.Validate()
-	for _, field := range []string{"--redis:", "--max-per-site:", "--workers:", "--lease:", "--semaphore:", "--metrics-addr:", "--redis-sentinel:", "--prefix:", "--visibility:", "--stop-grace:", "--shards:"} {
+	for _, field := range []string{"--site-key:", "--redis:", "--max-per-site:", "--workers:", "--lease:", "--semaphore:", "--metrics-addr:", "--redis-sentinel:", "--prefix:", "--visibility:", "--stop-grace:", "--shards:"} {
 		if err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("no %s problem in %v", field, err)
 		}
@@ -126,5 +126,24 @@ func TestNamesFollowTheKeyRule(t *testing.T) {
 	cfg.Prefix, cfg.Crawl = "polite", "news-2026"
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestSiteKey(t *testing.T) {
+	c := Default()
+	if c.SiteKey != "host" || c.Validate() != nil {
+		t.Fatalf("default site key %q: %v", c.SiteKey, c.Validate())
+	}
+	if err := c.ApplyEnv(func(k string) string { return map[string]string{"CRAWLER_SITE_KEY": "domain"}[k] }); err != nil || c.SiteKey != "domain" {
+		t.Fatalf("CRAWLER_SITE_KEY=domain: %q, %v", c.SiteKey, err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", "Domain", "ip"} {
+		c.SiteKey = bad
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--site-key: \""+bad+"\": want host or domain") {
+			t.Errorf("--site-key %q: %v", bad, err)
+		}
 	}
 }
