@@ -192,6 +192,12 @@ func TestAddressChangeLeavesOldConnection(t *testing.T) {
 // served, nothing deadlocks. Site permits are taken by Transport, the
 // address permits by its Base, robots.txt requests included.
 func TestManyHostsOneAddress(t *testing.T) {
+	for _, mode := range []limiter.Mode{limiter.ModeLocked, limiter.ModeAtomic} {
+		t.Run(mode.String(), func(t *testing.T) { manyHostsOneAddress(t, mode) })
+	}
+}
+
+func manyHostsOneAddress(t *testing.T, mode limiter.Mode) {
 	const hosts, perHost, maxPerIP, siteCap = 12, 3, 3, 2
 	l := listen(t, "127.0.0.1:0")
 	s := startCounting(t, l, 30*time.Millisecond)
@@ -207,7 +213,7 @@ func TestManyHostsOneAddress(t *testing.T) {
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
 	prefix := keyPrefix(t)
-	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: 5 * time.Second, NoRestartGuard: true})
+	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, Mode: mode, Lease: 5 * time.Second, NoRestartGuard: true})
 	t.Cleanup(func() { lim.Close() })
 	res := mustResolver(t, &ResolverOptions{Pins: pins, Lookup: newFakeDNS(nil).lookup})
 	at := NewAddrTransport(nil, res, lim, maxPerIP)
