@@ -50,9 +50,14 @@ type Options struct {
 	// than given back half-done and fetched again by another worker. No new
 	// request starts meanwhile. 0 cancels them at once.
 	StopGrace time.Duration
-	Out       io.Writer    // results as JSON lines; nil for none
-	Log       *slog.Logger // default: discard
-	Observer  fetch.Observer
+	// SiteKey is what one cap covers (fetch.Transport.SiteKey): nil or
+	// robots.Site by host, robots.Domain by registered domain. Give the
+	// frontier (frontier.Options.SiteKey) and the robots cache
+	// (NewRobotsCacheKeyed) the same.
+	SiteKey  robots.SiteKey
+	Out      io.Writer    // results as JSON lines; nil for none
+	Log      *slog.Logger // default: discard
+	Observer fetch.Observer
 }
 
 // Crawler runs one process's workers on a shared crawl.
@@ -100,7 +105,7 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, base: pool(o.Cap), wake: make(chan struct{}, 1)}
-	c.tr = &fetch.Transport{Base: c.base, Limiter: lim, Robots: rob, Cap: o.Cap, Observer: o.Observer}
+	c.tr = &fetch.Transport{Base: c.base, Limiter: lim, Robots: rob, Cap: o.Cap, Observer: o.Observer, SiteKey: o.SiteKey}
 	if o.Out != nil {
 		c.enc = json.NewEncoder(o.Out)
 	}
