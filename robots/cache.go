@@ -218,7 +218,11 @@ type origin struct{ scheme, site string }
 
 func (o origin) String() string { return o.scheme + "://" + o.site }
 
-func (o origin) robotsURL() string { return o.String() + "/robots.txt" }
+// robotsURL is the origin's /robots.txt, escaped: an IPv6 zone's '%' is
+// "%25" in a URL ("[fe80::1%25eth0]").
+func (o origin) robotsURL() string {
+	return (&url.URL{Scheme: o.scheme, Host: o.site, Path: "/robots.txt"}).String()
+}
 
 // origin returns u's robots.txt origin, or an error if u is not an http(s)
 // URL or the prefix or site cannot go into a Redis key (keyname.Check).

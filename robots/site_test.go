@@ -172,3 +172,15 @@ func FuzzSite(f *testing.F) {
 		}
 	})
 }
+
+// A robots.txt URL names its origin's host, a zone's '%' escaped.
+func TestOriginRobotsURL(t *testing.T) {
+	for _, raw := range []string{"http://[fe80::1%25eth0]:8080/x", "https://bücher.example/x", "http://127.0.0.1:08080/x"} {
+		u, _ := url.Parse(raw)
+		o := origin{scheme: u.Scheme, site: Site(u)}
+		r, err := url.Parse(o.robotsURL())
+		if err != nil || Site(r) != o.site || r.Scheme != u.Scheme || r.Path != "/robots.txt" {
+			t.Errorf("%s: robots.txt URL %q (%v) is not of site %s", raw, o.robotsURL(), err, o.site)
+		}
+	}
+}
