@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/internal/keyname"
 	"github.com/polite-crawler/polite/robots"
 )
@@ -51,8 +52,18 @@ type Config struct {
 	Forever       bool          `yaml:"forever" env:"CRAWLER_FOREVER" flag:"forever" help:"keep waiting for new URLs when the crawl is done"`
 	Progress      time.Duration `yaml:"progress" env:"CRAWLER_PROGRESS" flag:"progress" help:"how often to report progress"`
 	MaxURLLength  int           `yaml:"max_url_length" env:"CRAWLER_MAX_URL_LENGTH" flag:"max-url-length" help:"links longer than this (bytes) are dropped and counted, never fetched"`
+	MaxPerIP      int           `yaml:"max_per_ip" env:"CRAWLER_MAX_PER_IP" flag:"max-per-ip" help:"most requests at once per server address, fleet-wide, on top of the site cap (0: off); an IPv6 address counts with its /64"`
+	Resolve       Repeated      `yaml:"resolve" env:"CRAWLER_RESOLVE" flag:"resolve" help:"HOST:PORT:ADDR[,ADDR...]: connect to ADDR for HOST:PORT instead of asking DNS, as curl's --resolve (repeatable; HOST * is any host on PORT; the variable takes several, space-separated)"`
 	Strict        bool          `yaml:"strict" env:"CRAWLER_STRICT" flag:"strict" help:"refuse to start on a Redis that may evict our keys (maxmemory-policy other than noeviction) or whose policy cannot be read, rather than warn"`
 }
+
+// Repeated is a setting given once per value: each --flag adds one whole
+// value (commas and all), the first replacing what a file or variable
+// gave; a variable gives several separated by white space; a file, a list.
+type Repeated []string
+
+// MaxPerIPLimit is the most --max-per-ip allows.
+const MaxPerIPLimit = 10000
 
 // MinURLLength is the least --max-url-length: below it, ordinary links
 // (long query strings, tracking parameters) would be dropped.
@@ -102,6 +113,10 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 	var errs []error
 	c.each(func(f reflect.StructField, v reflect.Value) {
 		if s := getenv(f.Tag.Get("env")); s != "" {
+			if _, ok := v.Interface().(Repeated); ok {
+				v.Set(reflect.ValueOf(Repeated(strings.Fields(s))))
+				return
+			}
 			if err := set(v, s); err != nil {
 				errs = append(errs, fmt.Errorf("config: %s=%q: %w", f.Tag.Get("env"), s, err))
 			}
@@ -117,6 +132,10 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 		help := f.Tag.Get("help") + " (env " + f.Tag.Get("env") + ")"
 		if v.Kind() == reflect.Bool {
 			fs.Var(boolValue{v}, f.Tag.Get("flag"), help)
+			return
+		}
+		if _, ok := v.Interface().(Repeated); ok {
+			fs.Var(&repeatedValue{v: v}, f.Tag.Get("flag"), help)
 			return
 		}
 		fs.Var(value{v}, f.Tag.Get("flag"), help)
@@ -147,6 +166,30 @@ func (f value) String() string {
 }
 
 func (f value) Set(s string) error { return set(f.v, s) }
+
+// repeatedValue is a flag.Value over a Repeated field: each Set adds one
+// value, the first one replacing the field's earlier values.
+type repeatedValue struct {
+	v   reflect.Value
+	set bool
+}
+
+func (f *repeatedValue) String() string {
+	if f == nil || !f.v.IsValid() {
+		return ""
+	}
+	return strings.Join(f.v.Interface().(Repeated), " ")
+}
+
+func (f *repeatedValue) Set(s string) error {
+	var cur Repeated
+	if f.set {
+		cur = f.v.Interface().(Repeated)
+	}
+	f.set = true
+	f.v.Set(reflect.ValueOf(append(cur, s)))
+	return nil
+}
 
 type boolValue struct{ value reflect.Value }
 
@@ -240,6 +283,12 @@ func (c *Config) Validate() error {
 	}
 	if _, err := robots.ParseSiteKey(c.SiteKey); err != nil || c.SiteKey == "" {
 		bad("site-key", "%q: want %s or %s", c.SiteKey, robots.SiteKeyHost, robots.SiteKeyDomain)
+	}
+	if c.MaxPerIP < 0 || c.MaxPerIP > MaxPerIPLimit {
+		bad("max-per-ip", "%d: want 0 (off) ..%d", c.MaxPerIP, MaxPerIPLimit)
+	}
+	if _, err := fetch.ParseResolve(c.Resolve); err != nil {
+		bad("resolve", "%v", err)
 	}
 	if c.RedisCA != "" {
 		if !strings.HasPrefix(c.Redis, "rediss://") {

@@ -150,3 +150,57 @@ func TestMaxURLLength(t *testing.T) {
 		t.Fatalf("env: %d strict %v, %v", c.MaxURLLength, c.Strict, err)
 	}
 }
+
+// --resolve adds one whole value per flag (commas are part of it), the
+// first flag replacing what a file or variable gave; the variable takes
+// several, space-separated; a file, a list. Bad entries and a --max-per-ip
+// out of range are named.
+func TestResolveAndMaxPerIP(t *testing.T) {
+	c, _, err := load(t, "--resolve", "a.test:80:127.0.0.1,127.0.0.2", "--resolve", "b.test:8080:[::1]", "--max-per-ip", "4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Repeated{"a.test:80:127.0.0.1,127.0.0.2", "b.test:8080:[::1]"}); !slices.Equal(c.Resolve, want) || c.MaxPerIP != 4 {
+		t.Errorf("resolve %q, max per ip %d; want %q, 4", c.Resolve, c.MaxPerIP, want)
+	}
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(file, []byte("resolve:\n  - f.test:80:127.0.0.1\n  - g.test:80:127.0.0.1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	env := func(k string) string {
+		if k == "CRAWLER_RESOLVE" {
+			return "e.test:80:127.0.0.1  e2.test:80:127.0.0.1"
+		}
+		return ""
+	}
+	c, err = Load(fs, []string{"--config", file}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Repeated{"e.test:80:127.0.0.1", "e2.test:80:127.0.0.1"}); !slices.Equal(c.Resolve, want) {
+		t.Errorf("file then variable: %q, want %q", c.Resolve, want)
+	}
+	fs = flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c, err = Load(fs, []string{"--config", file, "--resolve", "h.test:80:127.0.0.1"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Repeated{"h.test:80:127.0.0.1"}); !slices.Equal(c.Resolve, want) {
+		t.Errorf("file then flag: %q, want %q", c.Resolve, want)
+	}
+
+	for _, args := range [][]string{{"--resolve", "a.test:80"}, {"--resolve", "127.0.0.1:80:127.0.0.2"}, {"--max-per-ip", "-1"}, {"--max-per-ip", "10001"}} {
+		c, _, err := load(t, args...)
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "--")) {
+			t.Errorf("%q: err %v, want one naming %s", args, err, args[0])
+		}
+	}
+}

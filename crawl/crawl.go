@@ -53,8 +53,12 @@ type Options struct {
 	// SiteKey is what one cap covers (fetch.Transport.SiteKey): nil or
 	// robots.Site by host, robots.Domain by registered domain. Give the
 	// frontier (frontier.Options.SiteKey) and the robots cache
-	// (NewRobotsCacheKeyed) the same.
-	SiteKey  robots.SiteKey
+	// (NewRobotsCacheOn) the same.
+	SiteKey robots.SiteKey
+	// Net is how requests reach servers (NewNet); give the robots cache
+	// (NewRobotsCacheOn) the same. nil: a pool of the crawl's own, no
+	// pins, no address permits.
+	Net      *Net
 	Out      io.Writer    // results as JSON lines; nil for none
 	Log      *slog.Logger // default: discard
 	Observer fetch.Observer
@@ -66,9 +70,9 @@ type Crawler struct {
 	lim *limiter.Limiter
 	rob *robots.Cache
 	o   Options
-	// base makes every worker's requests: one connection pool for the
+	// net makes every worker's requests: one connection pool for the
 	// process, keeping a site's connections open between its requests.
-	base *http.Transport
+	net *Net
 
 	scope scope // this process's copy of the crawl's scope
 
@@ -104,8 +108,11 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, base: pool(o.Cap), wake: make(chan struct{}, 1)}
-	c.tr = &fetch.Transport{Base: c.base, Limiter: lim, Robots: rob, Cap: o.Cap, Observer: o.Observer, SiteKey: o.SiteKey}
+	if o.Net == nil {
+		o.Net, _ = NewNet(lim, o.Cap, nil, 0) // no pins, no address cap: cannot fail
+	}
+	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, net: o.Net, wake: make(chan struct{}, 1)}
+	c.tr = &fetch.Transport{Base: o.Net.rt, Limiter: lim, Robots: rob, Cap: o.Cap, Observer: o.Observer, SiteKey: o.SiteKey}
 	if o.Out != nil {
 		c.enc = json.NewEncoder(o.Out)
 	}
@@ -168,7 +175,7 @@ func (c *Crawler) Run(ctx context.Context) error {
 	if err := c.fr.Err(); err != nil {
 		return fmt.Errorf("crawl: %w", err)
 	}
-	defer c.base.CloseIdleConnections() // and so their goroutines
+	defer c.net.CloseIdleConnections()
 	c.startScope(ctx)
 	g, ctx := errgroup.WithContext(ctx)
 	// Requests run under fetching, which outlives ctx by StopGrace.

@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -26,17 +27,23 @@ func pool(cap int) *http.Transport {
 // requests take permits like every other request, and a crawl delay starts
 // with the robots.txt request itself (so the first page waits too). A
 // Fetched hook in o is still called, after that. Permits are keyed by host
-// (robots.Site); see NewRobotsCacheKeyed.
+// (robots.Site) and requests go out on a pool of their own; see
+// NewRobotsCacheOn.
 func NewRobotsCache(rdb redis.UniversalClient, lim *limiter.Limiter, cap int, o robots.CacheOptions, obs fetch.Observer) *robots.Cache {
-	return NewRobotsCacheKeyed(rdb, lim, cap, o, obs, nil)
+	return NewRobotsCacheOn(rdb, lim, nil, nil, o, obs)
 }
 
-// NewRobotsCacheKeyed is NewRobotsCache for a crawl whose permits are keyed
+// NewRobotsCacheOn is NewRobotsCache for a crawl whose requests go out on
+// net (the crawl's Options.Net, so robots.txt requests take address
+// permits like pages; nil: a pool of its own) and whose permits are keyed
 // by key (Options.SiteKey; nil: robots.Site): a robots.txt request takes
 // the permit of its key, and a crawl delay holds off the key's permits.
 // robots.txt itself is still fetched and cached per scheme+host+port.
-func NewRobotsCacheKeyed(rdb redis.UniversalClient, lim *limiter.Limiter, cap int, o robots.CacheOptions, obs fetch.Observer, key robots.SiteKey) *robots.Cache {
+func NewRobotsCacheOn(rdb redis.UniversalClient, lim *limiter.Limiter, net *Net, key robots.SiteKey, o robots.CacheOptions, obs fetch.Observer) *robots.Cache {
 	tr := &fetch.RobotsTransport{Limiter: lim, Observer: obs, Timeout: o.FetchTimeout, SiteKey: key}
+	if net != nil {
+		tr.Base = net.rt
+	}
 	then := o.Fetched
 	o.Fetched = func(ctx context.Context, site string, p robots.Policy) {
 		if p.CrawlDelay > 0 {
@@ -48,6 +55,39 @@ func NewRobotsCacheKeyed(rdb redis.UniversalClient, lim *limiter.Limiter, cap in
 	}
 	return robots.NewCache(rdb, &http.Client{Transport: tr, Timeout: 2 * time.Minute}, &o)
 }
+
+// Net is the way out to servers that a crawl's pages and its robots.txt
+// requests share (Options.Net, NewRobotsCacheOn): one connection pool and,
+// when it pins names or caps addresses, one DNS cache and one line per
+// server address.
+type Net struct {
+	rt   http.RoundTripper
+	idle func()
+}
+
+// NewNet returns a Net with room to keep cap connections idle per host.
+// With pins (fetch.ParseResolve) or maxPerIP > 0, every request is
+// resolved once (a bounded DNS cache; pinned names never ask DNS) and
+// dialled to exactly that address; with maxPerIP > 0 it also takes that
+// address's fleet-wide permit (at most maxPerIP at once), always after its
+// site's (fetch.AddrTransport). Without either, requests dial as net/http
+// does (with its fallback between a name's addresses).
+func NewNet(lim *limiter.Limiter, cap int, pins fetch.Pins, maxPerIP int) (*Net, error) {
+	base := pool(cap)
+	if len(pins) == 0 && maxPerIP <= 0 {
+		return &Net{rt: base, idle: base.CloseIdleConnections}, nil
+	}
+	res, err := fetch.NewResolver(&fetch.ResolverOptions{Pins: pins})
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
+	at := fetch.NewAddrTransport(base, res, lim, maxPerIP)
+	return &Net{rt: at, idle: at.CloseIdleConnections}, nil
+}
+
+// CloseIdleConnections closes the Net's idle connections (and so their
+// goroutines).
+func (n *Net) CloseIdleConnections() { n.idle() }
 
 // permitSite is the permit key of a robots.txt's site (robots.Site form).
 // The URL has no scheme, so no port counts as a default one: a site is its

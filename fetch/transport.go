@@ -154,7 +154,11 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 	kctx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
 	p.KeepAlive(kctx) // ends at Release, at loss, or when the body is done
 	rctx, cancel := p.Context(ctx)
-	if timeout > 0 {
+	if _, ok := t.base().(*AddrTransport); ok && timeout > 0 {
+		// The request's time starts once it holds its address permit too:
+		// a wait for the address is the crawler's, not the server's.
+		rctx = WithAddrTimeout(rctx, timeout)
+	} else if timeout > 0 {
 		pcancel := cancel
 		tctx, tcancel := context.WithTimeout(rctx, timeout)
 		rctx, cancel = tctx, func() { tcancel(); pcancel() }

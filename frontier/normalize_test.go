@@ -103,3 +103,29 @@ func TestNormalizeDedupAcrossSpellings(t *testing.T) {
 		t.Errorf("queued %d, want 4", st.Queued)
 	}
 }
+
+// With SiteKey robots.Domain, hosts of one registered domain are one site
+// to the frontier: one cap on the items it hands out at once.
+func TestSiteKeyDomainSchedulesTogether(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 4, Cap: 2, SiteKey: robots.Domain})
+	if _, err := f.Add(ctx, 0, "http://a.shop.example.com/1", "http://b.shop.example.com/2", "http://c.shop.example.com/3"); err != nil {
+		t.Fatal(err)
+	}
+	var took []Item
+	for range 3 {
+		it, err := f.Next(ctx)
+		if err != nil {
+			break
+		}
+		took = append(took, it)
+	}
+	if len(took) != 2 {
+		t.Fatalf("handed out %d items of one domain with cap 2, want 2: %+v", len(took), took)
+	}
+	for _, it := range took {
+		if it.Site != "example.com" {
+			t.Errorf("item %s scheduled under %q, want example.com", it.URL, it.Site)
+		}
+	}
+}

@@ -133,7 +133,7 @@ func (f *Frontier) admission(lay *layout, depth int, urls []string) map[*shard][
 	}
 	var by map[*shard][]any
 	for _, raw := range urls {
-		norm, site, err := Normalize(raw)
+		norm, site, err := f.normalize(raw)
 		if err != nil {
 			continue
 		}

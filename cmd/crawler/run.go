@@ -206,13 +206,21 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usageErr("--site-key: %v", err)
 	}
-	rob := crawl.NewRobotsCacheKeyed(rdb, lim, cfg.MaxPerSite, robots.CacheOptions{Prefix: cfg.Prefix, UserAgent: cfg.UserAgent,
+	pins, err := fetch.ParseResolve(cfg.Resolve)
+	if err != nil {
+		return usageErr("--resolve: %v", err)
+	}
+	network, err := crawl.NewNet(lim, cfg.MaxPerSite, pins, cfg.MaxPerIP)
+	if err != nil {
+		return err
+	}
+	rob := crawl.NewRobotsCacheOn(rdb, lim, network, siteKey, robots.CacheOptions{Prefix: cfg.Prefix, UserAgent: cfg.UserAgent,
 		FetchTimeout: cfg.Timeout, Parse: robots.Options{MaxCrawlDelay: cfg.MaxCrawlDelay},
 		Fetched: func(_ context.Context, site string, p robots.Policy) {
 			if p.Unreachable() {
 				log.Warn("robots.txt unreachable: the site is closed until it is fetched again", "site", site, "status", p.Status)
 			}
-		}}, m, siteKey)
+		}}, m)
 	m.Robots(rob)
 	fr := frontier.New(rdb, &frontier.Options{Prefix: cfg.Prefix, Crawl: cfg.Crawl, Visibility: cfg.Visibility,
 		MaxAttempts: cfg.MaxAttempts, MaxDepth: cfg.MaxDepth, MaxPages: cfg.MaxPages, Shards: cfg.Shards, Cap: cfg.MaxPerSite, Park: cfg.Lease / 2, SiteKey: siteKey})
@@ -228,7 +236,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	c := crawl.New(fr, lim, rob, crawl.Options{Workers: cfg.Workers, Cap: cfg.MaxPerSite, UserAgent: cfg.UserAgent,
 		MaxBodySize: cfg.MaxBodySize, MaxURLLength: cfg.MaxURLLength, Timeout: cfg.Timeout, StopGrace: cfg.StopGrace,
-		Forever: cfg.Forever, SiteKey: siteKey, Out: out, Log: log, Observer: m})
+		Forever: cfg.Forever, SiteKey: siteKey, Net: network, Out: out, Log: log, Observer: m})
 	added, err := c.Seed(ctx, seeds)
 	if err != nil {
 		if errors.Is(err, crawl.ErrURLTooLong) {
@@ -240,7 +248,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("seeding: %w", err)
 	}
 	log.Info("crawl started", "crawl", cfg.Crawl, "redis", cfg.RedisAddrs(), "seeds", len(seeds), "new", added,
-		"workers", cfg.Workers, "max_per_site", cfg.MaxPerSite, "site_key", cfg.SiteKey, "semaphore", cfg.Semaphore)
+		"workers", cfg.Workers, "max_per_site", cfg.MaxPerSite, "site_key", cfg.SiteKey, "max_per_ip", cfg.MaxPerIP, "resolve", len(pins), "semaphore", cfg.Semaphore)
 
 	defer context.AfterFunc(ctx, func() {
 		if n := c.Progress().InFlight; n > 0 {
