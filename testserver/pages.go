@@ -15,15 +15,35 @@ import (
 func (s *site) serve(w http.ResponseWriter, r *http.Request, done func()) {
 	path := r.URL.Path
 	robotsFile := path == "/robots.txt" || strings.HasPrefix(path, "/robots-hop/")
+	fragile := !robotsFile && s.spec.Fragile.On()
+	inFlight := 0 // governed requests in flight, this one included
+	if fragile {
+		inFlight = int(s.busy.Add(1))
+	}
 	req := s.rec.begin(path, !robotsFile && s.rules.disallowed(path), path == "/robots.txt")
 	cw := &countingWriter{ResponseWriter: w, status: http.StatusOK, req: req, size: -1,
-		end: func(status int, bytes int64) { s.rec.end(req, status, bytes); done() }}
+		end: func(status int, bytes int64) {
+			s.rec.end(req, status, bytes)
+			if fragile {
+				s.busy.Add(-1)
+			}
+			done()
+		}}
 	defer cw.finish()
 	if robotsFile {
 		s.serveRobots(cw, r)
 		return
 	}
-	if !s.wait(r, s.latency()) {
+	wait := s.latency()
+	if fragile {
+		var refuse bool
+		if wait, refuse = s.spec.Fragile.latency(inFlight); refuse {
+			s.rec.overloaded()
+			http.Error(cw, "overloaded: too many requests in flight (on purpose)", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	if !s.wait(r, wait) {
 		return
 	}
 	s.servePage(cw, r)

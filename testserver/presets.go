@@ -33,6 +33,12 @@ func PresetNames() []string {
 //     of their own, reached by IP. Pages link across sites. Each IP
 //     tolerates 4 at once (AddressCap). A client needs Server.Resolve
 //     (curl's --resolve) to reach the named ones.
+//   - fragile: sites that suffer under load (SiteSpec.Fragile): 200 pages,
+//     4 links each, /private/ disallowed, robots.txt silent on concurrency
+//     (so cap 3); a page takes 50 ms alone, 150 ms with another in flight,
+//     and a third request in flight is answered 503 at once, without
+//     Retry-After. A crawler that keeps 3 at once is refused; one that
+//     keeps at most 2 never is.
 func Preset(name string, n int, seed int64) (Profile, error) {
 	kinds, ok := presets[name]
 	if !ok {
@@ -122,6 +128,10 @@ var presets = map[string][]func() SiteSpec{
 	"shared": {func() SiteSpec {
 		return SiteSpec{Pages: 30, Links: 4, CrossLinks: 1, Latency: ms(50), Jitter: ms(20), PageBytes: 2 << 10,
 			Robots: Robots{Disallow: []string{"/private/"}}}
+	}},
+	"fragile": {func() SiteSpec {
+		return SiteSpec{Pages: 200, Links: 4, PageBytes: 2 << 10, Robots: Robots{Disallow: []string{"/private/"}},
+			Fragile: Fragile{Base: ms(50), Factor: 3, FailAbove: 2}}
 	}},
 	"slow": {func() SiteSpec {
 		return SiteSpec{Pages: 30, Links: 3, CrossLinks: 1, Latency: ms(300), Jitter: ms(100), PageBytes: 8 << 10,

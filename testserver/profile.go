@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -67,6 +68,65 @@ type SiteSpec struct {
 	//	{"address": "shared", ...}                           same IP, own port
 	Address string `json:"address,omitempty"`
 	VHost   string `json:"vhost,omitempty"`
+
+	// Fragile makes the site suffer under load (zero: a sturdy site). See
+	// Fragile for the contract; Latency and Jitter must then be 0.
+	//
+	//	"fragile": {"base": "50ms", "factor": 3, "fail_above": 2}
+	Fragile Fragile `json:"fragile,omitzero"`
+}
+
+// Fragile is a site that slows down, then fails, as concurrent requests
+// pile up. It governs every request but robots.txt's (which is never
+// slowed nor refused, so a crawler can always learn the rules). Let n be
+// the number of such requests in flight at the site when one arrives,
+// itself included (a request is in flight until its site counts it ended,
+// see SiteStats.InFlight). If FailAbove > 0 and n > FailAbove, the request
+// is answered 503 at once, without Retry-After, and counted in
+// SiteStats.Overloaded. Otherwise its first byte waits
+// min(Base × Factor^(n−1), Max). Both are decided at arrival, so the
+// outcome does not depend on what arrives later.
+type Fragile struct {
+	Base      Duration `json:"base"`          // latency of a request alone
+	Factor    float64  `json:"factor"`        // latency multiplier per other request in flight (>= 1)
+	FailAbove int      `json:"fail_above"`    // 503 when more than this many in flight (0 = never)
+	Max       Duration `json:"max,omitempty"` // latency ceiling (default 10 s)
+}
+
+// defaultFragileMax caps a fragile site's latency when Fragile.Max is 0, so
+// a pile-up can not hang a test.
+const defaultFragileMax = 10 * time.Second
+
+// On reports whether f makes the site fragile.
+func (f Fragile) On() bool { return f != Fragile{} }
+
+// latency is the wait of a request that arrives with n in flight (itself
+// included), and whether it is refused instead.
+func (f Fragile) latency(n int) (d time.Duration, refuse bool) {
+	if f.FailAbove > 0 && n > f.FailAbove {
+		return 0, true
+	}
+	ceil := time.Duration(f.Max)
+	if ceil <= 0 {
+		ceil = defaultFragileMax
+	}
+	v := float64(f.Base) * math.Pow(f.Factor, float64(max(n-1, 0)))
+	if v >= float64(ceil) {
+		return ceil, false
+	}
+	return time.Duration(v), false
+}
+
+// String says what f does, in words ("" for a sturdy site).
+func (f Fragile) String() string {
+	if !f.On() {
+		return ""
+	}
+	s := fmt.Sprintf("%v ×%g per request in flight", time.Duration(f.Base), f.Factor)
+	if f.FailAbove > 0 {
+		s += fmt.Sprintf(", 503 above %d", f.FailAbove)
+	}
+	return s
 }
 
 // Robots is what a site's robots.txt says and how it is served.
@@ -167,6 +227,18 @@ func (p *Profile) Validate() error {
 		}
 		if s.Latency < 0 || s.Jitter < 0 || s.Jitter > s.Latency {
 			bad("latency", "%v ± %v (want >= 0, jitter <= latency)", time.Duration(s.Latency), time.Duration(s.Jitter))
+		}
+		if f := s.Fragile; f.On() {
+			switch {
+			case f.Base < 0 || f.Max < 0 || (f.Max > 0 && f.Base > f.Max) || f.Base > Duration(time.Minute):
+				bad("fragile.base", "%v, max %v (want 0..1m, base <= max)", time.Duration(f.Base), time.Duration(f.Max))
+			case !(f.Factor >= 1 && f.Factor <= 1000):
+				bad("fragile.factor", "%v (want 1..1000)", f.Factor)
+			case f.FailAbove < 0:
+				bad("fragile.fail_above", "%d (want >= 0; 0 = never)", f.FailAbove)
+			case s.Latency != 0 || s.Jitter != 0:
+				bad("fragile", "with latency %v: a fragile site's latency is its own (want latency 0)", time.Duration(s.Latency))
+			}
 		}
 		if s.PageBytes < 0 || s.HugeBytes < 0 || s.HugeBytes > 1<<30 {
 			bad("page_bytes", "%d / huge %d (want 0..1 GiB)", s.PageBytes, s.HugeBytes)

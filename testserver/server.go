@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -90,6 +91,10 @@ type site struct {
 	url    string
 	l      *listener
 	rec    *recorder
+
+	// busy counts the requests in flight that Fragile governs (all but
+	// robots.txt's), from arrival until the recorder counts them ended.
+	busy atomic.Int64
 
 	mu      sync.Mutex
 	retried map[int]bool // /retry/N already answered 429/503 (bounded by Pages)
@@ -185,7 +190,9 @@ func (st Stats) Shared() bool {
 func (s *Server) Stats() Stats {
 	st := Stats{Profile: s.profile.Name, UptimeMs: time.Since(s.start).Milliseconds()}
 	for _, x := range s.sites {
-		st.Sites = append(st.Sites, x.rec.snapshot(x.host, x.l.addr, x.url, describe(x.spec, x.rules), x.rules.gap))
+		ss := x.rec.snapshot(x.host, x.l.addr, x.url, describe(x.spec, x.rules), x.rules.gap)
+		ss.Fragile = x.spec.Fragile.String()
+		st.Sites = append(st.Sites, ss)
 	}
 	hosts := func(sites []*site) []string {
 		out := make([]string, len(sites))

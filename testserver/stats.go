@@ -70,6 +70,20 @@ type SiteStats struct {
 	// Pages counts 200 answers other than robots.txt.
 	Pages     int64 `json:"pages"`
 	BytesSent int64 `json:"bytes_sent"`
+	// Latency is how long the answers Pages counts took, as the site saw
+	// them: from arrival to the end of the body (see InFlight).
+	Latency Latency `json:"latency"`
+	// Status2xx and Status5xx count the answers by class, robots.txt's
+	// included, as Status does by code.
+	Status2xx int64 `json:"status_2xx"`
+	Status5xx int64 `json:"status_5xx"`
+	// Overloaded counts the 503s, without Retry-After, a fragile site
+	// answered because too many requests were in flight (SiteSpec.Fragile);
+	// they are in Status5xx too.
+	Overloaded int64 `json:"overloaded"`
+	// Fragile says how the site suffers load, in words ("" for a sturdy
+	// site).
+	Fragile string `json:"fragile,omitempty"`
 	// Series is the maximum in flight in each 100 ms step, oldest first,
 	// ending at SeriesEndMs (ms since the server started).
 	Series      []int `json:"series"`
@@ -103,6 +117,8 @@ type recorder struct {
 	status    map[int]int64
 	bytes     int64
 	pages     int64
+	latency   latencies // of the answers pages counts
+	overload  int64
 	hist      series
 }
 
@@ -118,7 +134,8 @@ func (r *recorder) reset() {
 	r.requests, r.maxIn, r.overCap, r.disHits, r.robots, r.early, r.conns, r.cut = 0, r.inflight, 0, 0, 0, 0, 0, 0
 	r.paths = map[string]bool{}
 	r.samples = nil
-	r.untracked, r.dups, r.bytes, r.pages = 0, 0, 0, 0
+	r.untracked, r.dups, r.bytes, r.pages, r.overload = 0, 0, 0, 0, 0
+	r.latency.reset()
 	r.lastEnd, r.minGap = time.Time{}, -1
 	r.gaps = make([]int64, len(gapBounds)+1)
 	r.status = map[int]int64{}
@@ -208,6 +225,13 @@ func (r *recorder) cutShort() {
 	r.mu.Unlock()
 }
 
+// overloaded records a 503 a fragile site answered for too many in flight.
+func (r *recorder) overloaded() {
+	r.mu.Lock()
+	r.overload++
+	r.mu.Unlock()
+}
+
 // holdOff records that the site asked clients, with Retry-After, to send
 // nothing before until.
 func (r *recorder) holdOff(until time.Time) {
@@ -248,6 +272,7 @@ func (r *recorder) end(req *request, status int, bytes int64) {
 	if status == 200 {
 		if path != "/robots.txt" && !strings.HasPrefix(path, "/robots-hop/") {
 			r.pages++
+			r.latency.add(now.Sub(req.start))
 		}
 		if _, ok := r.paths[path]; ok {
 			r.paths[path] = true
@@ -265,6 +290,7 @@ func (r *recorder) snapshot(host, addr, url, rules string, gap time.Duration) Si
 		DisallowedHits: r.disHits, EarlyAfterRetry: r.early, Connections: r.conns, CutShort: r.cut, RobotsFetches: r.robots, DistinctPaths: len(r.paths),
 		UntrackedPaths: r.untracked, DuplicateFetches: r.dups, MinGapMs: -1,
 		GapHistogram: map[string]int64{}, Status: map[string]int64{}, BytesSent: r.bytes, Pages: r.pages,
+		Latency: r.latency.summary(), Overloaded: r.overload,
 	}
 	if r.minGap >= 0 {
 		st.MinGapMs = float64(r.minGap.Microseconds()) / 1000
@@ -278,6 +304,12 @@ func (r *recorder) snapshot(host, addr, url, rules string, gap time.Duration) Si
 	}
 	for code, n := range r.status {
 		st.Status[strconv.Itoa(code)] = n
+		switch code / 100 {
+		case 2:
+			st.Status2xx += n
+		case 5:
+			st.Status5xx += n
+		}
 	}
 	st.Series, st.SeriesEndMs = r.hist.values()
 	return st
