@@ -9,7 +9,8 @@ import (
 )
 
 // writeDashboard renders stats as one HTML page: a row per site with its cap,
-// the most it saw at once and its other figures, and a chart of requests in
+// the most it saw at once, its p95 latency, its 5xx answers and its other
+// figures, and a chart of requests in
 // flight over time with the cap drawn as a dashed line. When an IP serves
 // more than one site (Stats.Shared), a row and a chart per IP and per
 // listening host:port follow. No external assets. refresh > 0 reloads the
@@ -104,10 +105,11 @@ th{background:#f1f5f9}td.l,th.l{text-align:left}.bad{color:#dc2626;font-weight:b
 <h1>polite testserver <small>profile {{.Stats.Profile}}, up {{.Uptime}}</small></h1>
 <p>{{len .Rows}} sites. {{if .Bad}}<span class="bad">{{.Bad}} site(s) or address(es) saw a violation.</span>{{else}}<span class="ok">No site saw more than its cap, a disallowed hit, or a gap under its crawl delay.</span>{{end}}
 Chart: requests in flight per 100 ms, dashed line = cap.</p>
-<table><tr><th class="l">site</th><th class="l">robots.txt asks</th><th>cap</th><th>max in flight</th><th>over cap</th><th>requests</th><th>disallowed hits</th><th>robots.txt</th><th>dups</th><th>min gap / delay</th><th class="l">in flight over time</th></tr>
+<table><tr><th class="l">site</th><th class="l">robots.txt asks</th><th>cap</th><th>max in flight</th><th>over cap</th><th>requests</th><th title="time to the end of the body, of the pages answered 200">p95 ms</th><th title="answers 500-599; overloaded: 503s of a fragile site">5xx</th><th>disallowed hits</th><th>robots.txt</th><th>dups</th><th>min gap / delay</th><th class="l">in flight over time</th></tr>
 {{range .Rows}}<tr><td class="l"><a href="{{.URL}}">{{.Host}}</a></td><td class="l">{{.Rules}}</td><td>{{.Cap}}</td>
 <td{{if .Over}} class="bad"{{end}}>{{.MaxInFlight}}</td><td{{if .OverCap}} class="bad"{{end}}>{{.OverCap}}</td>
-<td>{{.Requests}}</td><td{{if .DisallowedHits}} class="bad"{{end}}>{{.DisallowedHits}}</td><td>{{.RobotsFetches}}</td><td>{{.DuplicateFetches}}</td>
+<td>{{.Requests}}</td><td title="p50 {{.Latency.P50Ms}}, p99 {{.Latency.P99Ms}}, max {{.Latency.MaxMs}} ms of {{.Latency.Count}}">{{if .Latency.Count}}{{printf "%.0f" .Latency.P95Ms}}{{else}}–{{end}}</td>
+<td{{if .Status5xx}} class="bad"{{end}}>{{.Status5xx}}{{if .Overloaded}} ({{.Overloaded}} overloaded){{end}}</td><td{{if .DisallowedHits}} class="bad"{{end}}>{{.DisallowedHits}}</td><td>{{.RobotsFetches}}</td><td>{{.DuplicateFetches}}</td>
 <td>{{.Gap}}{{if .CrawlDelayMs}} / {{.CrawlDelayMs}} ms{{end}}</td><td class="l">{{.Chart}}</td></tr>
 {{end}}</table>
 {{if .Addrs}}<h2>Addresses</h2>

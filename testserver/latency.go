@@ -24,7 +24,7 @@ type Latency struct {
 
 const (
 	// exactLatencies bounds the answers kept one by one per site (8 KiB);
-	// past it they go to a histogram of latencyBuckets counts (2.3 KiB).
+	// past it they go to a histogram of latencyBuckets counts (2.7 KiB).
 	// Both are allocated only when needed, so 60,000 quiet sites cost
 	// nothing.
 	exactLatencies = 1024
@@ -32,7 +32,7 @@ const (
 	// below; the last also counts everything above.
 	latencyFloor   = 100 * time.Microsecond
 	latencyRatio   = 1.05
-	latencyBuckets = 300 // up to 100 µs × 1.05^299 ≈ 30 min
+	latencyBuckets = 340 // up to 100 µs × 1.05^339 ≈ 25 min
 )
 
 // latencies records durations in bounded memory: exactly at first, then
@@ -95,6 +95,9 @@ func (l *latencies) summary() Latency {
 			var seen int64
 			for i, c := range l.hist {
 				if seen += c; seen >= rank {
+					if i == latencyBuckets-1 { // everything above: no top of its own
+						return l.max
+					}
 					return min(bucketTop(i), l.max)
 				}
 			}

@@ -21,9 +21,10 @@ func (s *site) serve(w http.ResponseWriter, r *http.Request, done func()) {
 		inFlight = int(s.busy.Add(1))
 	}
 	req := s.rec.begin(path, !robotsFile && s.rules.disallowed(path), path == "/robots.txt")
-	cw := &countingWriter{ResponseWriter: w, status: http.StatusOK, req: req, size: -1,
+	var cw *countingWriter
+	cw = &countingWriter{ResponseWriter: w, status: http.StatusOK, req: req, size: -1,
 		end: func(status int, bytes int64) {
-			s.rec.end(req, status, bytes)
+			s.rec.end(req, status, bytes, cw.wroteHeader)
 			if fragile {
 				s.busy.Add(-1)
 			}

@@ -71,7 +71,8 @@ type SiteStats struct {
 	Pages     int64 `json:"pages"`
 	BytesSent int64 `json:"bytes_sent"`
 	// Latency is how long the answers Pages counts took, as the site saw
-	// them: from arrival to the end of the body (see InFlight).
+	// them: from arrival to the end of the body (see InFlight). A request
+	// whose client left before it was answered has no latency.
 	Latency Latency `json:"latency"`
 	// Status2xx and Status5xx count the answers by class, robots.txt's
 	// included, as Status does by code.
@@ -257,8 +258,10 @@ func (r *recorder) describe(path string, now time.Time) string {
 	return fmt.Sprintf("%s started at +%d ms with %d in flight: %s", path, now.Sub(r.start).Milliseconds(), len(in), strings.Join(in, "; "))
 }
 
-// end records the end of req (from begin) with its status and body bytes.
-func (r *recorder) end(req *request, status int, bytes int64) {
+// end records the end of req (from begin) with its status and body bytes;
+// answered is false when the handler wrote nothing (its client left while
+// it waited), and then the request has no latency to record.
+func (r *recorder) end(req *request, status int, bytes int64, answered bool) {
 	path := req.path
 	now := time.Now()
 	r.mu.Lock()
@@ -272,7 +275,9 @@ func (r *recorder) end(req *request, status int, bytes int64) {
 	if status == 200 {
 		if path != "/robots.txt" && !strings.HasPrefix(path, "/robots-hop/") {
 			r.pages++
-			r.latency.add(now.Sub(req.start))
+			if answered {
+				r.latency.add(now.Sub(req.start))
+			}
 		}
 		if _, ok := r.paths[path]; ok {
 			r.paths[path] = true
