@@ -3,7 +3,12 @@
 -- ARGV[1] entry id        ARGV[2] limit        ARGV[3] lease ms
 -- ARGV[4] key TTL ms      ARGV[5] '1' = join the line when not granted, '0' = leave
 -- ARGV[6] the age in ms the node needs before it may grant (young.lua)
--- Returns {state, server ms, rank, wait ms}; state 1 granted, 2 queued, 3 busy,
+-- ARGV[7] contributor ('' = none: no ceiling, no extra command)
+-- ARGV[8] the rule's delay ms   ARGV[9] how long a contributor's rule counts (ms)
+-- With a contributor, its rule (ARGV[2], ARGV[8]) is recorded and the site's
+-- ceiling applied (ceiling.lua) before anything else.
+-- Returns {state, server ms, rank, wait ms, limit, delay ms}, the last two the
+-- rule applied; state 1 granted, 2 queued, 3 busy,
 -- 4 contended (ModeLocked holds the site lock: retry after wait ms), 6 young
 -- (the node may have lost permits in a restart: nothing written, retry after
 -- wait ms).
@@ -12,6 +17,10 @@ local now = now_ms()
 local got = redis.call('MGET', KEYS[4], KEYS[5]) -- the site lock, the next-request mark
 if got[1] then
   return {4, now, -1, math.max(1, redis.call('PTTL', KEYS[4]))}
+end
+local delay = tonumber(ARGV[8])
+if ARGV[7] ~= '' then
+  limit, delay, ttl = apply_ceiling(now, tonumber(ARGV[9]), {{ARGV[7], limit, delay}}, true, limit, delay, ttl)
 end
 local oldest, rank, new = prune(now, lease, ttl)
 local nxt = tonumber(got[2] or '0')
@@ -24,7 +33,7 @@ if free or ARGV[5] == '1' then
     local young = node_young(tonumber(ARGV[6]))
     if young > 0 then
       redis.call('DEL', KEYS[3])
-      return {6, now, -1, young}
+      return {6, now, -1, young, limit, delay}
     end
   end
   redis.call('ZADD', KEYS[1], now, id)
@@ -33,6 +42,6 @@ if free or ARGV[5] == '1' then
   oldest = oldest or now
 end
 if free then
-  return {1, now, rank, 0}
+  return {1, now, rank, 0, limit, delay}
 end
-return {ARGV[5] == '1' and 2 or 3, now, rank, wait_hint(now, lease, rank, limit, nxt, oldest)}
+return {ARGV[5] == '1' and 2 or 3, now, rank, wait_hint(now, lease, rank, limit, nxt, oldest), limit, delay}

@@ -3,20 +3,27 @@
 -- for held permits. Needs no lock: an entry's rank can only fall.
 -- KEYS: see common.lua.
 -- ARGV[1] entry id   ARGV[2] limit   ARGV[3] lease ms   ARGV[4] key TTL ms
--- Returns {state, server ms, rank, wait ms}; state 1 granted, 2 queued,
+-- ARGV[5] '1' = apply the site's ceiling (ceiling.lua, read only), '' = not
+-- ARGV[6] the rule's delay ms   ARGV[7] how long a contributor's rule counts (ms)
+-- Returns {state, server ms, rank, wait ms, limit, delay ms}, the last two the
+-- rule applied; state 1 granted, 2 queued,
 -- 5 lost (the entry's lease had run out, or it was released).
 local id, limit, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
+local delay = tonumber(ARGV[6])
+if ARGV[5] ~= '' then
+  limit, delay, ttl = apply_ceiling(now, tonumber(ARGV[7]), {}, false, limit, delay, ttl)
+end
 local oldest, _, new = prune(now, lease, ttl)
 local rank = redis.call('ZRANK', KEYS[2], id)
 if not rank then
   redis.call('ZREM', KEYS[1], id)
-  return {5, now, -1, 0}
+  return {5, now, -1, 0, limit, delay}
 end
 redis.call('ZADD', KEYS[1], 'XX', now, id)
 touch(ttl, lease, new)
 local nxt = next_at()
 if rank < limit and now >= nxt then
-  return {1, now, rank, 0}
+  return {1, now, rank, 0, limit, delay}
 end
-return {2, now, rank, wait_hint(now, lease, rank, limit, nxt, oldest)}
+return {2, now, rank, wait_hint(now, lease, rank, limit, nxt, oldest), limit, delay}

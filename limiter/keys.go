@@ -5,6 +5,7 @@ package limiter
 type keys struct {
 	site                                 string
 	holders, owners, counter, lock, next string
+	rules                                string // the ceiling's contributors (ceiling.lua)
 	wake                                 string // pub/sub channel
 }
 
@@ -17,11 +18,12 @@ func keysFor(prefix, site string) keys {
 		counter: base + "counter",
 		lock:    base + "lock",
 		next:    base + "next",
+		rules:   base + "rules",
 		wake:    base + "wake",
 	}
 }
 
 // all is the KEYS list every script takes, in the order common.lua names.
 func (k keys) all() []string {
-	return []string{k.holders, k.owners, k.counter, k.lock, k.next}
+	return []string{k.holders, k.owners, k.counter, k.lock, k.next, k.rules}
 }

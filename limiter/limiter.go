@@ -43,9 +43,25 @@ import (
 // Rule is what a site allows: at most Limit permits at once and, when Delay
 // is set, at most one at a time with Delay between one release and the next
 // grant (fleet-wide).
+//
+// From names who asks for the rule when a site is shared by several
+// contributors that each have a rule of their own: the hosts of one
+// registered domain, each with its own robots.txt. With From set, the limiter
+// records the rule as From's, fleet-wide, and the site's rule is the
+// strictest of all its contributors' recent rules: the lowest Limit and the
+// longest Delay (a delay forcing limit 1), this one included. A contributor's
+// rule replaces the one it recorded before, and counts until
+// Options.RuleMemory has passed since the last request that asked with it
+// (refreshed at most every RuleMemory/8). The permit's Rule is the rule it
+// was granted under, its Release wakes and delays by the site's rule at that
+// moment, and a waiter is let in only while it ranks below the site's rule
+// at that moment. Requests whose rule has no From (a host-keyed site, a
+// robots.txt request) are held to their own rule alone, and cost no extra
+// Redis command.
 type Rule struct {
 	Limit int
 	Delay time.Duration
+	From  string
 }
 
 // normal returns the rule as the scripts apply it: a delay forces limit 1.
@@ -123,7 +139,7 @@ func (l *Limiter) AcquireRule(ctx context.Context, site string, rule Rule) (*Per
 			return nil, err
 		}
 		if o.state == stGranted {
-			return newPermit(l, k, id, rule, o.sent, o.rank+1 >= rule.Limit), nil
+			return newPermit(l, k, id, o.rule, o.sent, o.rank+1 >= o.rule.Limit), nil
 		}
 		p, err := l.wait(ctx, k, id, rule, o)
 		if errors.Is(err, errPlaceLost) {
@@ -148,9 +164,9 @@ func (l *Limiter) TryAcquireRule(ctx context.Context, site string, rule Rule) (*
 		return nil, err
 	}
 	if o.state == stGranted {
-		return newPermit(l, k, id, rule, o.sent, o.rank+1 >= rule.Limit), nil
+		return newPermit(l, k, id, o.rule, o.sent, o.rank+1 >= o.rule.Limit), nil
 	}
-	return nil, &BusyError{Site: site, Full: o.rank >= rule.Limit, Wait: o.wait}
+	return nil, &BusyError{Site: site, Full: o.rank >= o.rule.Limit, Wait: o.wait}
 }
 
 // prepare checks a call's arguments (and the Limiter's options) and returns
@@ -162,6 +178,11 @@ func (l *Limiter) prepare(site string, rule Rule) (keys, Rule, error) {
 	}
 	if err := keyname.Check("site", site); err != nil {
 		return keys{}, rule, fmt.Errorf("%w: %w (want a host or host:port)", ErrInvalid, err)
+	}
+	if rule.From != "" {
+		if err := keyname.Check("contributor", rule.From); err != nil || rule.From == "*" {
+			return keys{}, rule, fmt.Errorf("%w: contributor %q for %s (want a host name)", ErrInvalid, rule.From, site)
+		}
 	}
 	if rule.Limit < 1 {
 		return keys{}, rule, fmt.Errorf("%w: limit %d for %s (want >= 1)", ErrInvalid, rule.Limit, site)
@@ -179,6 +200,7 @@ type outcome struct {
 	rank  int           // live entries ahead of ours
 	wait  time.Duration // hint: when to look again
 	sent  time.Time     // worker clock just before the request that decided it
+	rule  Rule          // the rule applied: the one asked for, tightened by the site's ceiling (Rule.From)
 }
 
 // enter gives id a place in site's semaphore. With queue it keeps the place
@@ -219,21 +241,33 @@ func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue
 
 func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule, queue bool) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := acquireScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)), flag(queue), l.opts.restartGuard(rule)).Int64Slice()
+	v, err := acquireScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)), flag(queue), l.opts.restartGuard(rule),
+		rule.From, ms(rule.Delay), ms(l.opts.ruleMemory())).Int64Slice()
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
 	}
-	return parseOutcome(v, sent)
+	return parseOutcome(v, sent, rule)
 }
 
-// check heartbeats id and reports its state (stGranted, stQueued or stLost).
+// check heartbeats id and reports its state (stGranted, stQueued or stLost)
+// under rule, tightened by the site's ceiling when rule.From is set.
 func (l *Limiter) check(ctx context.Context, k keys, id string, rule Rule) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := checkScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule))).Int64Slice()
+	v, err := checkScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)),
+		ceiled(rule), ms(rule.Delay), ms(l.opts.ruleMemory())).Int64Slice()
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: check %s: %w", k.site, err)
 	}
-	return parseOutcome(v, sent)
+	return parseOutcome(v, sent, rule)
+}
+
+// ceiled is the scripts' flag for applying the site's ceiling: "1" for a
+// rule with a contributor, "" (nothing to do) without.
+func ceiled(rule Rule) string {
+	if rule.From != "" {
+		return "1"
+	}
+	return ""
 }
 
 // leave removes id; held says whether it held a permit (which starts the
@@ -242,33 +276,35 @@ func (l *Limiter) check(ctx context.Context, k keys, id string, rule Rule) (outc
 // here at once, which saves them the trip through Redis.
 func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held bool) (bool, error) {
 	v, err := releaseScript.Run(ctx, l.rdb, k.all(), l.leaveArgs(k, id, rule, held)...).Slice()
-	return l.left(k, rule, v, err)
+	return l.left(k, v, err)
 }
 
 // leaveArgs are release.lua's ARGV for removing id.
 func (l *Limiter) leaveArgs(k keys, id string, rule Rule, held bool) []any {
-	return []any{id, rule.Limit, ms(l.opts.lease()), ms(rule.Delay), flag(held), k.wake, ms(l.keyTTL(rule))}
+	return []any{id, rule.Limit, ms(l.opts.lease()), ms(rule.Delay), flag(held), k.wake, ms(l.keyTTL(rule)), ceiled(rule), ms(l.opts.ruleMemory())}
 }
 
 // left reads release.lua's reply (v, err), wakes the local waiters it names
-// and reports whether the entry was still there.
-func (l *Limiter) left(k keys, rule Rule, v []any, err error) (bool, error) {
+// (under the limit the script applied) and reports whether the entry was
+// still there.
+func (l *Limiter) left(k keys, v []any, err error) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("limiter: release %s: %w", k.site, err)
 	}
-	if len(v) < 2 {
+	if len(v) < 3 {
 		return false, fmt.Errorf("limiter: release %s: script returned %d values", k.site, len(v))
 	}
 	removed, _ := v[0].(int64)
-	if len(v) > 2 {
+	if len(v) > 3 {
 		wait, _ := v[1].(int64)
-		ids := make([]string, 0, len(v)-2)
-		for _, x := range v[2:] {
+		limit, _ := v[2].(int64)
+		ids := make([]string, 0, len(v)-3)
+		for _, x := range v[3:] {
 			if s, ok := x.(string); ok {
 				ids = append(ids, s)
 			}
 		}
-		l.hub.deliver(k.wake, grant{limit: rule.Limit, wait: time.Duration(wait) * time.Millisecond}, ids)
+		l.hub.deliver(k.wake, grant{limit: int(limit), wait: time.Duration(wait) * time.Millisecond}, ids)
 	}
 	return removed == 1, nil
 }
@@ -280,11 +316,17 @@ func (l *Limiter) keyTTL(rule Rule) time.Duration {
 	return 3*l.opts.lease() + rule.Delay
 }
 
-func parseOutcome(v []int64, sent time.Time) (outcome, error) {
-	if len(v) != 4 {
-		return outcome{}, fmt.Errorf("limiter: script returned %d values, want 4", len(v))
+// parseOutcome reads the reply of acquire.lua or check.lua for an entry
+// under rule: {state, server ms, rank, wait ms} and, when the script applied
+// a rule, {limit, delay ms}, which replace rule's.
+func parseOutcome(v []int64, sent time.Time, rule Rule) (outcome, error) {
+	if len(v) != 4 && len(v) != 6 {
+		return outcome{}, fmt.Errorf("limiter: script returned %d values, want 4 or 6", len(v))
 	}
-	return outcome{state: int(v[0]), rank: int(v[2]), wait: time.Duration(v[3]) * time.Millisecond, sent: sent}, nil
+	if len(v) == 6 {
+		rule.Limit, rule.Delay = int(v[4]), time.Duration(v[5])*time.Millisecond
+	}
+	return outcome{state: int(v[0]), rank: int(v[2]), wait: time.Duration(v[3]) * time.Millisecond, sent: sent, rule: rule}, nil
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }

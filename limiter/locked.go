@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,7 +41,9 @@ import (
 // full are taken out again: a third round trip, only on that path.
 //
 // The batch shares one restart guard and one key TTL, the largest its
-// rules ask for.
+// rules ask for. The rules of its tickets that have a contributor
+// (Rule.From) are recorded in the same script, and those tickets are held to
+// the site's ceiling it returns; the others to their own rules.
 func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []outcome, holder string, err error) {
 	lease := l.opts.lease()
 	var ttl time.Duration
@@ -61,8 +64,12 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 		return nil, holder, nil
 	}
 	outs = make([]outcome, len(ts))
-	args := make([]any, 0, 4+len(ts))
-	args = append(args, token, ms(lease), ms(ttl), guard)
+	from := contributors(ts)
+	args := make([]any, 0, 6+3*len(from)+len(ts))
+	args = append(args, token, ms(lease), ms(ttl), guard, len(from), ms(l.opts.ruleMemory()))
+	for _, c := range from {
+		args = append(args, c.From, c.Limit, ms(c.Delay))
+	}
 	for _, t := range ts {
 		args = append(args, t.id)
 	}
@@ -79,10 +86,10 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 	case len(v) == 2 && v[0] == 2:
 		// The restart guard: nothing written, the lock released.
 		for i := range outs {
-			outs[i] = outcome{state: stYoung, rank: -1, wait: time.Duration(v[1]) * time.Millisecond, sent: sent}
+			outs[i] = outcome{state: stYoung, rank: -1, wait: time.Duration(v[1]) * time.Millisecond, sent: sent, rule: ts[i].rule}
 		}
 		return outs, "", nil
-	case len(v) != 6 || v[0] != 1:
+	case len(v) != 8 || v[0] != 1:
 		l.drop(k, ts)
 		l.unlock(k, token)
 		return nil, "", fmt.Errorf("limiter: acquire %s: unexpected reply %v", k.site, v)
@@ -92,16 +99,22 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 	rank, nextAt, oldest, now := int(v[1]), v[2], v[3], v[5]
 	var out []*ticket
 	for i, t := range ts {
-		o := outcome{state: stQueued, rank: rank, sent: sent}
+		// A ticket with a contributor is held to the site's ceiling, which
+		// its own rule, recorded in this script, is part of.
+		rule := t.rule
+		if rule.From != "" && v[6] > 0 {
+			rule.Limit, rule.Delay = int(v[6]), time.Duration(v[7])*time.Millisecond
+		}
+		o := outcome{state: stQueued, rank: rank, sent: sent, rule: rule}
 		switch {
-		case rank < t.rule.Limit && now >= nextAt:
+		case rank < rule.Limit && now >= nextAt:
 			o.state = stGranted
 		case !t.queue:
 			o.state = stBusy
 			out = append(out, t)
 		}
 		if o.state != stGranted {
-			o.wait = waitHint(now, lease, rank, t.rule.Limit, nextAt, oldest)
+			o.wait = waitHint(now, lease, rank, rule.Limit, nextAt, oldest)
 		}
 		if o.state != stBusy {
 			rank++
@@ -112,6 +125,25 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 		l.drop(k, out)
 	}
 	return outs, "", nil
+}
+
+// contributors are the rules of a batch's tickets that have one (Rule.From),
+// one per contributor in batch order, the strictest when a contributor's
+// tickets ask differently.
+func contributors(ts []*ticket) []Rule {
+	var from []Rule
+	for _, t := range ts {
+		if t.rule.From == "" {
+			continue
+		}
+		i := slices.IndexFunc(from, func(r Rule) bool { return r.From == t.rule.From })
+		if i < 0 {
+			from = append(from, t.rule)
+			continue
+		}
+		from[i].Limit, from[i].Delay = min(from[i].Limit, t.rule.Limit), max(from[i].Delay, t.rule.Delay)
+	}
+	return from
 }
 
 // waitHint is the hint acquire.lua gives (wait_hint in common.lua); oldest

@@ -3,22 +3,40 @@
 -- KEYS: see common.lua.
 -- ARGV[1] the lock token won in step 1   ARGV[2] lease ms   ARGV[3] key TTL ms
 -- ARGV[4] the age in ms the node needs before it may grant (young.lua)
--- ARGV[5..] entry ids, in batch order
+-- ARGV[5] m, the number of contributors (0: no ceiling, no extra command)
+-- ARGV[6] how long a contributor's rule counts (ms)
+-- ARGV[7..6+3m] contributor, limit, delay ms: m triples (ceiling.lua)
+-- ARGV[7+3m..] entry ids, in batch order
 -- If the lock is no longer ours (we stalled past LockTTL and another took it),
 -- it writes nothing and returns {0}. If the site has no counter and the node
--- is too young to grant (young.lua), it writes nothing, releases the lock and
+-- is too young to grant (young.lua), it writes nothing to the line (the
+-- contributors' rules are recorded), releases the lock and
 -- returns {2, ms to wait}. Otherwise it drops expired entries, takes
 -- counters with INCRBY (never lower than any taken before: a counter is never
 -- set back), adds the entries, releases the lock and returns {1, entries kept
 -- ahead (ZCARD owners before ours), next-request ms, score of the oldest
--- holder or -1, the last counter taken, server ms}.
+-- holder or -1, the last counter taken, server ms, the ceiling's limit and
+-- delay ms (0 0 when m is 0)}. With contributors, their rules are recorded
+-- first and the ceiling is what every rule with a contributor applies.
 local got = redis.call('MGET', KEYS[4], KEYS[5])
 if got[1] ~= ARGV[1] then
   return {0}
 end
 local now = now_ms()
 local lease, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
-local n = #ARGV - 4
+local m = tonumber(ARGV[5])
+local first = 7 + 3 * m -- the first entry id
+local n = #ARGV - first + 1
+local climit, cdelay = 0, 0
+if m > 0 then
+  local contribs, lim, own = {}, nil, 0
+  for i = 0, m - 1 do
+    local c = {ARGV[7 + 3 * i], tonumber(ARGV[8 + 3 * i]), tonumber(ARGV[9 + 3 * i])}
+    contribs[#contribs + 1] = c
+    lim, own = math.min(lim or c[2], c[2]), math.max(own, c[3])
+  end
+  climit, cdelay, ttl = apply_ceiling(now, tonumber(ARGV[6]), contribs, true, lim, own, ttl)
+end
 local oldest, card, new = prune(now, lease, ttl)
 local nxt = tonumber(got[2] or '0')
 local c = redis.call('INCRBY', KEYS[3], n)
@@ -30,9 +48,9 @@ if c == n then
   end
 end
 for i = 1, n do
-  redis.call('ZADD', KEYS[1], now, ARGV[4 + i])
-  redis.call('ZADD', KEYS[2], c - n + i, ARGV[4 + i])
+  redis.call('ZADD', KEYS[1], now, ARGV[first - 1 + i])
+  redis.call('ZADD', KEYS[2], c - n + i, ARGV[first - 1 + i])
 end
 touch(ttl, lease, new)
 redis.call('DEL', KEYS[4])
-return {1, card, nxt, oldest or -1, c, now}
+return {1, card, nxt, oldest or -1, c, now, climit, cdelay}

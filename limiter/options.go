@@ -93,6 +93,12 @@ type Options struct {
 	// reads INFO server; where the Redis user may not run INFO (GuardLeft
 	// says so) it is off.
 	NoRestartGuard bool
+	// RuleMemory is how long a contributor's rule (Rule.From) counts
+	// toward its site's rule after the last request that asked with it: a
+	// host of a domain not asked about for that long no longer holds the
+	// domain to its limit or delay. Default 24h, the robots.txt cache's
+	// TTL; at most MaxDelay.
+	RuleMemory time.Duration
 	// Now is the worker's clock. The limiter takes all lease and ordering
 	// decisions from Redis TIME and uses this clock only to time its own
 	// waits, so a skewed clock changes nothing. Default time.Now.
@@ -119,6 +125,7 @@ func (o *Options) check() error {
 		{"Delay", o.Delay, -1},
 		{"Poll", o.Poll, -1},
 		{"StopMargin", o.StopMargin, -1},
+		{"RuleMemory", o.RuleMemory, MaxDelay},
 	} {
 		if d.v < 0 || (d.max > 0 && d.v > d.max) {
 			return fmt.Errorf("%w: Options.%s %s (want 0 for the default, or %s)", ErrInvalid, d.name, d.v, maxText(d.max))
@@ -167,6 +174,13 @@ func (o *Options) stopMargin() time.Duration {
 		m = max(m, o.StopMargin)
 	}
 	return min(m, o.lease()/4)
+}
+
+func (o *Options) ruleMemory() time.Duration {
+	if o == nil || o.RuleMemory <= 0 {
+		return 24 * time.Hour
+	}
+	return min(o.RuleMemory, MaxDelay)
 }
 
 func (o *Options) prefix() string {

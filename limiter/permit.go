@@ -69,7 +69,9 @@ func (p *Permit) ID() string {
 	return p.id
 }
 
-// Rule is the rule the permit was granted under.
+// Rule is the rule the permit was granted under: the one asked for, or with
+// Rule.From the site's rule then (the strictest of its contributors'), with
+// From kept.
 func (p *Permit) Rule() Rule {
 	if p == nil {
 		return Rule{}
@@ -152,7 +154,9 @@ func (p *Permit) Refresh(ctx context.Context) error {
 	if err := p.usable(); err != nil {
 		return err
 	}
-	o, err := p.l.check(ctx, p.k, p.id, p.rule)
+	own := p.rule
+	own.From = "" // a held permit's refresh needs no ceiling: only whether it is there
+	o, err := p.l.check(ctx, p.k, p.id, own)
 	if err != nil {
 		return err
 	}
@@ -279,7 +283,7 @@ func (p *Permit) ReleaseOn(ctx context.Context, pipe redis.Pipeliner) (after fun
 			defer cancel()
 			v, err = releaseScript.Run(ctx, p.l.rdb, p.k.all(), args...).Slice()
 		}
-		return p.settle(p.l.left(p.k, p.rule, v, err))
+		return p.settle(p.l.left(p.k, v, err))
 	})
 }
 

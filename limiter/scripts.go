@@ -21,11 +21,13 @@ var (
 	youngLua string
 	//go:embed locked.lua
 	lockedLua string
+	//go:embed ceiling.lua
+	ceilingLua string
 
-	acquireScript = redis.NewScript(commonLua + youngLua + acquireLua)
-	checkScript   = redis.NewScript(commonLua + checkLua)
-	releaseScript = redis.NewScript(commonLua + releaseLua)
-	lockedScript  = redis.NewScript(commonLua + youngLua + lockedLua)
+	acquireScript = redis.NewScript(commonLua + youngLua + ceilingLua + acquireLua)
+	checkScript   = redis.NewScript(commonLua + ceilingLua + checkLua)
+	releaseScript = redis.NewScript(commonLua + ceilingLua + releaseLua)
+	lockedScript  = redis.NewScript(commonLua + youngLua + ceilingLua + lockedLua)
 )
 
 // Script states, as the scripts return them.

@@ -32,7 +32,14 @@ var errPlaceLost = errors.New("limiter: place in line lost")
 // trip. When no message comes (a holder died, a message was missed while the
 // subscription was being set up) the waiter looks again when Redis said the
 // oldest lease can run out, at its next heartbeat, or after Options.Poll.
-func (l *Limiter) wait(ctx context.Context, k keys, id string, rule Rule, o outcome) (*Permit, error) {
+//
+// own is the rule the caller asked for; the rule a waiter is held to is own
+// tightened by the site's ceiling as the last visit to Redis found it
+// (Rule.From), so a waiter that queued under a higher limit is held to a
+// lower one recorded since, and one held to a ceiling that has since
+// loosened is let in by it.
+func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outcome) (*Permit, error) {
+	rule := o.rule
 	grants, fresh := l.hub.join(k.wake, id)
 	defer l.hub.leave(k.wake, id)
 	lease, poll, now := l.opts.lease(), l.opts.poll(), l.opts.now()
@@ -70,7 +77,7 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, rule Rule, o outc
 			continue
 		case <-timer.C:
 		}
-		o, err := l.check(ctx, k, id, rule)
+		o, err := l.check(ctx, k, id, own)
 		if err != nil {
 			l.giveUp(k, id, rule)
 			if ctx.Err() != nil {
@@ -80,11 +87,11 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, rule Rule, o outc
 		}
 		switch o.state {
 		case stGranted:
-			return newPermit(l, k, id, rule, o.sent, o.rank+1 >= rule.Limit), nil
+			return newPermit(l, k, id, o.rule, o.sent, o.rank+1 >= o.rule.Limit), nil
 		case stLost:
 			return nil, errPlaceLost
 		}
-		beat, hint = o.sent, o.wait
+		beat, hint, rule = o.sent, o.wait, o.rule
 	}
 }
 
