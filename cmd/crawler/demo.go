@@ -140,6 +140,7 @@ wait:
 	}
 	fmt.Fprintf(stdout, "demo: crawl finished in %.1fs\n\n", time.Since(start).Seconds())
 	bad, badAddrs := writeVerdict(stdout, ts.Stats())
+	writeFragile(stdout, ts.Stats())
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("gave up after --limit %s", *limit)

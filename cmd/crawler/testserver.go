@@ -28,7 +28,9 @@ func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "crawl delay, hits on disallowed paths, robots.txt fetches, duplicates. Runs until interrupted,")
 		fmt.Fprintln(stderr, "then prints a summary per site, and per address when sites share one (the shared preset, or")
 		fmt.Fprintln(stderr, "\"address\"/\"vhost\" in a profile file: virtual hosts by Host header, several ports on one IP;")
-		fmt.Fprintln(stderr, "a site with a vhost is reached by name with curl's --resolve NAME:PORT:IP, printed below).\n\nFlags:")
+		fmt.Fprintln(stderr, "a site with a vhost is reached by name with curl's --resolve NAME:PORT:IP, printed below).")
+		fmt.Fprintln(stderr, "Fragile sites (the fragile preset, or \"fragile\" in a profile file) slow down with each request in")
+		fmt.Fprintln(stderr, "flight and answer 503 without Retry-After past a limit; the summary adds their latency and 5xx.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -100,6 +102,33 @@ func writeSummary(w io.Writer, st testserver.Stats) {
 	}
 	tw.Flush()
 	writeAddresses(w, st)
+	writeFragile(w, st)
+}
+
+// writeFragile prints, when some sites are fragile (they slow down as
+// requests pile up, and refuse some), what each of them went through:
+// its latency percentiles and its 5xx answers, as the site saw them.
+// Nothing for sturdy sites, so their tables stay as they were.
+func writeFragile(w io.Writer, st testserver.Stats) {
+	var rows []testserver.SiteStats
+	for _, s := range st.Sites {
+		if s.Fragile != "" {
+			rows = append(rows, s)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "fragile site\tpages timed\tp50 ms\tp95 ms\tp99 ms\tmax ms\t5xx\toverloaded 503\tmax in flight\tbehaviour")
+	for _, s := range rows {
+		l := s.Latency
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%s\n", s.Host, l.Count, l.P50Ms, l.P95Ms, l.P99Ms, l.MaxMs,
+			s.Status5xx, s.Overloaded, s.MaxInFlight, s.Fragile)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "(latency from a page's arrival to the end of its body, as the site saw it; overloaded: 503s without Retry-After)")
 }
 
 // writeAddresses prints, when sites share an IP, what each IP and each port
