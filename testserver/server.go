@@ -10,7 +10,10 @@
 // one address, as shared hosts and CDNs do: virtual hosts told apart by the
 // Host header, and several ports on one IP (SiteSpec.Address, VHost); the
 // server then also counts per listening IP and per host:port what is in
-// flight (Stats.Addresses, Stats.Listeners). A control address serves the
+// flight (Stats.Addresses, Stats.Listeners). A site can be fragile
+// (SiteSpec.Fragile): slower with each request in flight, and answering 503
+// without Retry-After past a limit; every site reports the latency
+// percentiles and 5xx answers it saw. A control address serves the
 // figures as JSON (GET /_stats, POST /_reset) and as a dashboard (GET /).
 package testserver
 
