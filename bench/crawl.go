@@ -43,7 +43,7 @@ type CrawlRow struct {
 	OverCap        int64 // requests that started with the cap already in flight, all sites
 	Disallowed     int64
 	RobotsFetches  int64
-	RoundTrips     float64       // Redis round trips per page, counted by the crawler processes (0 for colly)
+	RoundTrips     float64       // Redis round trips per page, robots.txt's excepted, counted by the crawler processes (0 for colly)
 	RedisCPU       time.Duration // Redis CPU per page (INFO cpu)
 	MachineBusy    float64       // share of this machine's CPU time busy during the crawl
 }
@@ -177,7 +177,8 @@ func (s CrawlSpec) crawl(ctx context.Context, name string, procs, workers int, a
 }
 
 // scanLog reads a crawler run's log to its end: the Redis round trips its
-// "crawl finished" record reports, and its last few lines for errors.
+// "crawl finished" record reports, less those for robots.txt (the goal
+// excepts them), and its last few lines for errors.
 func scanLog(r interface{ Read([]byte) (int, error) }) (trips int64, tail []string) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -185,9 +186,10 @@ func scanLog(r interface{ Read([]byte) (int, error) }) (trips int64, tail []stri
 		var rec struct {
 			Msg        string `json:"msg"`
 			RoundTrips int64  `json:"redis_round_trips"`
+			Robots     int64  `json:"redis_round_trips_robots"`
 		}
 		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "crawl finished" {
-			trips = rec.RoundTrips
+			trips = rec.RoundTrips - rec.Robots
 		}
 		if tail = append(tail, sc.Text()); len(tail) > 5 {
 			tail = tail[1:]

@@ -303,7 +303,7 @@ func (r *Report) crawlSection(p func(string, ...any)) {
 		p("In several processes each keeps only its own cap, so a site sees up to that many times its cap and every page is fetched once per process (the pages column counts them all; duplicates counts the repeats).")
 	}
 	p("")
-	p("Goals for ours, in both semaphore modes: a steady rate ≥ %.2f× colly alone's with 1 process and ≥ %.2f× with 2 and 4; Redis round trips per page ≤ %.0f (atomic) and ≤ %.0f (locked); Redis CPU per page ≤ %s; zero starts over cap. The steady-rate ratio is noisy: both crawls share the machine with Redis and the test sites.",
+	p("Goals for ours, in both semaphore modes: a steady rate ≥ %.2f× colly alone's with 1 process and ≥ %.2f× with 2 and 4; Redis round trips per page ≤ %.0f (atomic) and ≤ %.0f (locked), robots.txt's excepted (each crawler process counts them apart: its robots.txt cache, fetch lease and permit); Redis CPU per page ≤ %s (all of it, robots.txt's included); zero starts over cap. The steady-rate ratio is noisy: both crawls share the machine with Redis and the test sites.",
 		goalVsColly1, goalVsCollyN, goalCrawlTrips["atomic"], goalCrawlTrips["locked"], us(goalCrawlCPU))
 	p("")
 	if pc := PerCoreByMode(r.Crawl); len(pc) > 0 {
@@ -367,7 +367,7 @@ func (r *Report) clusterSection(p func(string, ...any)) {
 }
 
 func crawlTable(p func(string, ...any), rows []CrawlRow) {
-	p("| crawl | sites | processes × workers | pages | duplicates | seconds | steady pages/s | ideal | of ideal | ÷ colly alone | most at once at a site (cap %d) | starts over cap | disallowed | robots.txt fetches | Redis round trips / page | Redis CPU / page | machine CPU busy |", siteCap)
+	p("| crawl | sites | processes × workers | pages | duplicates | seconds | steady pages/s | ideal | of ideal | ÷ colly alone | most at once at a site (cap %d) | starts over cap | disallowed | robots.txt fetches | Redis round trips / page (robots.txt's excepted) | Redis CPU / page | machine CPU busy |", siteCap)
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range rows {
 		trips, cpu := "–", "–"

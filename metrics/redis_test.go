@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/polite-crawler/polite/internal/rtkind"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -57,4 +58,41 @@ func TestRoundTripsCounted(t *testing.T) {
 		}
 	}
 	t.Fatal("polite_redis_round_trips_total not registered")
+}
+
+// Round trips made under a context marked rtkind.Robots count in both
+// totals; the others only in RoundTrips. (A connection's set-up counts
+// under the context of the call that opened it, hence the ranges.)
+func TestRobotsRoundTripsCountedApart(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rdb := srv.Client()
+	defer rdb.Close()
+	m := New()
+	m.CountRoundTrips(rdb)
+	ctx := context.Background()
+	for range 3 {
+		if err := rdb.Incr(ctx, "n").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, robots := m.RoundTrips(), m.RobotsRoundTrips(); got < 3 || robots != 0 {
+		t.Fatalf("unmarked: RoundTrips = %d, RobotsRoundTrips = %d; want at least 3 and 0", got, robots)
+	}
+	before := m.RoundTrips()
+	marked := rtkind.With(ctx, rtkind.Robots)
+	for range 2 {
+		if err := rdb.Incr(marked, "n").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rdb.Pipelined(marked, func(p redis.Pipeliner) error { p.Incr(marked, "n"); p.Incr(marked, "n"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, robots := m.RoundTrips()-before, m.RobotsRoundTrips(); robots < 3 || robots > 5 || got != robots {
+		t.Fatalf("marked: %d round trips, RobotsRoundTrips = %d; want 3 (5 with a connection's set-up), all for robots.txt", got, robots)
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/polite-crawler/polite/internal/keyname"
+	"github.com/polite-crawler/polite/internal/rtkind"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 )
@@ -277,7 +278,7 @@ func (c *Cache) Policy(ctx context.Context, u *url.URL) (Policy, error) {
 	// One load per robots.txt in this process. It runs detached from the
 	// first caller's ctx, so that caller giving up does not fail the others.
 	ch := c.flight.DoChan(o.String(), func() (any, error) {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*c.o.fetchTimeout()+5*time.Second)
+		lctx, cancel := context.WithTimeout(rtkind.With(context.WithoutCancel(ctx), rtkind.Robots), 3*c.o.fetchTimeout()+5*time.Second)
 		defer cancel()
 		return c.load(lctx, o)
 	})

@@ -268,7 +268,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	err = g.Wait()
 	p := c.Progress()
 	log.Info("crawl finished", "pages", p.Pages, "skipped", p.Skipped, "failed", p.Failed, "links_too_long", p.TooLong, "links_disallowed", p.LinksDisallowed, "stopped", ctx.Err() != nil,
-		"redis_round_trips", m.RoundTrips())
+		"redis_round_trips", m.RoundTrips(), "redis_round_trips_robots", m.RobotsRoundTrips())
 	return err
 }
 
