@@ -81,9 +81,15 @@ type Crawler struct {
 
 	// tr takes the permits of every worker's requests.
 	tr *fetch.Transport
-	// wake rouses one idle worker: the frontier said, handing out an item,
-	// that another site is ready too (frontier.Item.More).
-	wake chan struct{}
+	// wake rouses one idle worker: the frontier said, handing out an item of
+	// the site sent, that another site of its shard is ready too
+	// (frontier.Item.More).
+	wake chan string
+	// done is closed when a worker has learnt that the crawl is done for the
+	// whole fleet (frontier.ErrDone): the process's other workers need not
+	// each ask again.
+	done     chan struct{}
+	doneOnce sync.Once
 
 	pages, failed, skipped, inflight, tooLong, linksClosed atomic.Int64
 	tooLongSeen                                            atomic.Bool // the first such link is logged at Info
@@ -111,7 +117,7 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 	if o.Net == nil {
 		o.Net, _ = NewNet(lim, o.Cap, nil, 0) // no pins, no address cap: cannot fail
 	}
-	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, net: o.Net, wake: make(chan struct{}, 1)}
+	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, net: o.Net, wake: make(chan string, 1), done: make(chan struct{})}
 	c.tr = &fetch.Transport{Base: o.Net.rt, Limiter: lim, Robots: rob, Cap: o.Cap, Observer: o.Observer, SiteKey: o.SiteKey}
 	if o.Out != nil {
 		c.enc = json.NewEncoder(o.Out)
@@ -226,14 +232,16 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 	c.listen(w)
 	idle := 0
 	var taken *turn // Next's answer, when the last settlement took it
+	near := ""      // a site whose shard has another site ready (rouse)
 	for {
 		var it frontier.Item
 		var err error
 		if taken != nil {
 			it, err, taken = taken.it, taken.err, nil
 		} else {
-			it, err = c.next(ctx)
+			it, err = c.next(ctx, near)
 		}
+		near = ""
 		var empty *frontier.EmptyError
 		switch {
 		case ctx.Err() != nil:
@@ -242,13 +250,17 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 			}
 			return nil
 		case errors.Is(err, frontier.ErrDone) && !c.o.Forever:
+			c.doneOnce.Do(func() { close(c.done) })
 			return nil
 		case errors.Is(err, frontier.ErrDone), errors.As(err, &empty):
 			wait := time.Second
 			if empty != nil {
-				wait = min(max(empty.Wait, time.Millisecond), 250*time.Millisecond)
+				wait = min(max(empty.Wait, time.Millisecond), idlePoll)
 			}
-			c.idle(ctx, wait+rand.N(wait/4+1))
+			var over bool
+			if near, over = c.idle(ctx, wait+rand.N(wait/4+1)); over {
+				return nil
+			}
 			continue
 		case err != nil:
 			idle = min(idle+1, 6)
@@ -258,31 +270,41 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 		}
 		idle = 0
 		if it.More {
-			c.rouse()
+			c.rouse(it.Site)
 		}
 		taken = c.turn(ctx, w, it)
 	}
 }
 
-// idle waits d, or less if another worker rouses this one (see rouse).
-func (c *Crawler) idle(ctx context.Context, d time.Duration) {
+// idlePoll is the longest an idle worker waits before it asks the frontier
+// again, unless the frontier said when something may be ready: a slot that
+// a settlement frees goes to the settling worker, or rouses an idle one.
+const idlePoll = time.Second
+
+// idle waits d, or less if another worker rouses this one (see rouse): then
+// it returns the site the rousing worker was handed, whose shard has
+// another site ready. It reports over when the crawl is done (see done).
+func (c *Crawler) idle(ctx context.Context, d time.Duration) (near string, over bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C:
-	case <-c.wake:
+	case near = <-c.wake:
+	case <-c.done:
+		return "", true
 	}
+	return near, false
 }
 
 // rouse wakes one idle worker, if any, to take a ready site's item at once
 // instead of at its next poll: a site whose slot a settlement freed, while
-// the settling worker took another site's item. Without it, such a slot
-// stayed idle up to a poll interval (250 ms), five pages' time on a 50 ms
-// site.
-func (c *Crawler) rouse() {
+// the settling worker took another site's item (of site, whose shard the
+// roused worker then tries first). Without it, such a slot stayed idle up
+// to a poll interval (idlePoll), twenty pages' time on a 50 ms site.
+func (c *Crawler) rouse(site string) {
 	select {
-	case c.wake <- struct{}{}:
+	case c.wake <- site:
 	default:
 	}
 }
@@ -314,9 +336,14 @@ const frontierTimeout = 5 * time.Second
 // have run in Redis, an answer lost to the stop would leave the item taken
 // until the visibility timeout. The caller sees the stop after Next returns
 // and gives the item back (work).
-func (c *Crawler) next(ctx context.Context) (frontier.Item, error) {
+// next is the frontier's next item; near (if not "") is a site whose shard
+// was said to have another site ready (frontier.Frontier.NextNear).
+func (c *Crawler) next(ctx context.Context, near string) (frontier.Item, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
 	defer cancel()
+	if near != "" {
+		return c.fr.NextNear(ctx, near)
+	}
 	return c.fr.Next(ctx)
 }
 

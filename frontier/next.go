@@ -25,7 +25,24 @@ func (f *Frontier) Next(ctx context.Context) (Item, error) {
 	if f.idle.Load() && len(lay.shards) > 1 {
 		return f.elsewhere(ctx, lay, nil, nil)
 	}
-	sh := lay.shards[int(f.cursor.Add(1)%uint32(len(lay.shards)))]
+	return f.nextFrom(ctx, lay, lay.shards[int(f.cursor.Add(1)%uint32(len(lay.shards)))])
+}
+
+// NextNear is Next trying first the shard of site: a hand-out of an item
+// of site said another site of its shard was ready (Item.More), so a
+// worker roused by it takes that in one round trip, with no look at every
+// shard first.
+func (f *Frontier) NextNear(ctx context.Context, site string) (Item, error) {
+	lay, err := f.layout(ctx)
+	if err != nil {
+		return Item{}, err
+	}
+	return f.nextFrom(ctx, lay, lay.of(site))
+}
+
+// nextFrom takes from shard sh, or, when it has nothing ready, from
+// elsewhere.
+func (f *Frontier) nextFrom(ctx context.Context, lay *layout, sh *shard) (Item, error) {
 	c := f.nextCall(sh)
 	f.pipelined(ctx, nil, c)
 	a, err := f.answer(c)

@@ -186,3 +186,38 @@ func TestParkIsBounded(t *testing.T) {
 	}
 	notReady(t, f, "parked again: 3 in flight, cap 2")
 }
+
+// NextNear takes from the shard of the site it is given, in one round
+// trip, even when the worker's last look found every shard empty (which
+// makes Next look at every shard first).
+func TestNextNearTakesFromTheSitesShard(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 8})
+	rt := &roundTrips{}
+	f.rdb.AddHook(rt)
+	if _, err := f.Next(ctx); !errors.Is(err, ErrDone) { // empty: the next Next would look at every shard
+		t.Fatalf("Next on an empty crawl: %v, want ErrDone", err)
+	}
+	// Two sites of one shard: find a second name in the first's shard.
+	a := "a.example"
+	var b string
+	for i := 0; b == ""; i++ {
+		if s := fmt.Sprintf("b%d.example", i); shardOf(t, f, s) == shardOf(t, f, a) {
+			b = s
+		}
+	}
+	if _, err := f.Add(ctx, 0, "http://"+a+"/", "http://"+b+"/"); err != nil {
+		t.Fatal(err)
+	}
+	before := rt.n.Load()
+	it, err := f.NextNear(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trips := rt.n.Load() - before; trips != 1 {
+		t.Errorf("NextNear took %d round trips, want 1", trips)
+	}
+	if it.Site != a && it.Site != b {
+		t.Errorf("NextNear(%q) gave an item of %q, not of its shard", a, it.Site)
+	}
+}
