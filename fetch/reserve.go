@@ -92,7 +92,8 @@ func (r *Reservation) Permit() *limiter.Permit {
 
 // Rule is the rule the permit was granted under: robots.txt's for the
 // reserved URL's site, as the limiter applies it (a crawl delay makes it one
-// at a time).
+// at a time; with a SiteKey that gathers hosts, the strictest rule of the
+// key's hosts, limiter.Rule.From).
 func (r *Reservation) Rule() limiter.Rule { return r.Permit().Rule() }
 
 // LastSlot reports whether the permit took the site's last free slot

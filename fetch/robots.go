@@ -15,7 +15,9 @@ import (
 // site, under limit 1 with no delay, so it waits behind every holder and is
 // safe whatever the policy it is about to replace. It is not checked
 // against robots.txt. The permit is released when the body is closed. It
-// is safe for concurrent use.
+// is safe for concurrent use. Its rule names no contributor
+// (limiter.Rule.From): limit 1 is below any site's rule, and a robots.txt
+// request asks for nothing the site's other hosts should follow.
 type RobotsTransport struct {
 	// Base makes the requests (default http.DefaultTransport).
 	Base http.RoundTripper

@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,10 @@ type Transport struct {
 	// robots.Domain (by registered domain). Every process of a crawl must
 	// use the same, and the frontier the same as the permits. robots.txt
 	// is fetched, cached and checked per scheme+host+port whatever it is.
+	// With a key that gathers hosts, the key's cap and delay are the
+	// strictest its hosts' robots.txt asked for recently (the lowest
+	// Concurrency, the longest Crawl-delay or Request-rate), fleet-wide:
+	// see Rule and limiter.Rule.From.
 	SiteKey robots.SiteKey
 
 	waiting atomic.Int64 // requests waiting for a permit now
@@ -84,14 +89,33 @@ func (t *Transport) allowed(pol robots.Policy, u *url.URL) bool {
 
 // Rule returns the policy of a URL's robots.txt (its scheme, host and port)
 // and the permit rule for its site: robots Concurrency lowers Cap, a crawl
-// delay makes it one at a time.
+// delay makes it one at a time. When the permit's key may gather several
+// hosts (SiteKey robots.Domain), the rule names the host as its contributor
+// (limiter.Rule.From), so the key's permits follow the strictest rule any of
+// its hosts' robots.txt asked for recently: the lowest Concurrency, the
+// longest delay.
 func (t *Transport) Rule(ctx context.Context, req *http.Request) (robots.Policy, limiter.Rule, error) {
 	pol, err := t.Robots.Policy(ctx, req.URL)
 	if err != nil {
 		return pol, limiter.Rule{}, fmt.Errorf("fetch: robots.txt of %s://%s: %w", req.URL.Scheme, robots.Site(req.URL), err)
 	}
-	return pol, limiter.Rule{Limit: pol.Cap(t.cap()), Delay: pol.CrawlDelay}, nil
+	return pol, limiter.Rule{Limit: pol.Cap(t.cap()), Delay: pol.CrawlDelay, From: t.ruleFrom(req.URL)}, nil
 }
+
+// ruleFrom is the contributor of u's rule (limiter.Rule.From): u's host
+// when SiteKey may put several hosts under one key, which is anything but
+// the host's own key (nil or robots.Site); then every host's rule is a
+// contributor's, the key's own host's too (example.com and a.example.com
+// are both under example.com). Otherwise "": a host-keyed crawl pays
+// nothing for the ceiling.
+func (t *Transport) ruleFrom(u *url.URL) string {
+	if t.SiteKey == nil || reflect.ValueOf(t.SiteKey).Pointer() == siteKeyHost {
+		return ""
+	}
+	return robots.Site(u)
+}
+
+var siteKeyHost = reflect.ValueOf(robots.SiteKey(robots.Site)).Pointer()
 
 // site is the key of u's permit (SiteKey).
 func (t *Transport) site(u *url.URL) string {
