@@ -40,6 +40,7 @@ type Config struct {
 	SiteKey       string        `yaml:"site_key" env:"CRAWLER_SITE_KEY" flag:"site-key" help:"what one cap covers: host (each host:port) or domain (every host of a registered domain together; robots.txt stays per host); every process of a crawl must give the same"`
 	MaxPages      int           `yaml:"max_pages" env:"CRAWLER_MAX_PAGES" flag:"max-pages" help:"stop admitting URLs after this many (0: no limit)"`
 	Shards        int           `yaml:"shards" env:"CRAWLER_SHARDS" flag:"shards" help:"hash tags the crawl's frontier spreads over, for Redis Cluster; fixed by the crawl's first process (later ones use the crawl's)"`
+	CrawlTTL      time.Duration `yaml:"crawl_ttl" env:"CRAWLER_CRAWL_TTL" flag:"crawl-ttl" help:"how long a crawl's keys stay in Redis once no process works on it (each process refreshes them while it runs); 'crawler delete' removes them sooner"`
 	MaxDepth      int           `yaml:"max_depth" env:"CRAWLER_MAX_DEPTH" flag:"max-depth" help:"follow links at most this many hops from a seed (0: no limit)"`
 	Out           string        `yaml:"out" env:"CRAWLER_OUT" flag:"out" help:"write one JSON line per fetch to this file (url, status, bytes, fetched_at, worker)"`
 	MetricsAddr   string        `yaml:"metrics_addr" env:"CRAWLER_METRICS_ADDR" flag:"metrics-addr" help:"serve Prometheus /metrics here (e.g. 127.0.0.1:9090; empty: off)"`
@@ -65,6 +66,11 @@ type Repeated []string
 // MaxPerIPLimit is the most --max-per-ip allows.
 const MaxPerIPLimit = 10000
 
+// MinCrawlTTL is the least --crawl-ttl. A crawl's processes refresh its
+// keys' TTLs every quarter of it (at most once a minute); a shorter TTL
+// would leave too little margin for a pause or a slow Redis.
+const MinCrawlTTL = time.Minute
+
 // MinURLLength is the least --max-url-length: below it, ordinary links
 // (long query strings, tracking parameters) would be dropped.
 const MinURLLength = 256
@@ -76,7 +82,7 @@ func Default() Config {
 		UserAgent: "politebot/0.1 (+https://github.com/polite-crawler/polite)", Lease: 10 * time.Second,
 		Semaphore: "locked", SiteKey: robots.SiteKeyHost, Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
 		MaxBodySize: 10 << 20, MaxCrawlDelay: 30 * time.Second, Progress: 5 * time.Second,
-		StopGrace: 10 * time.Second, MaxURLLength: 8192,
+		StopGrace: 10 * time.Second, MaxURLLength: 8192, CrawlTTL: 24 * time.Hour,
 	}
 }
 
@@ -302,6 +308,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Shards < 1 || c.Shards > 1024 {
 		bad("shards", "%d: want 1..1024", c.Shards)
+	}
+	if c.CrawlTTL < MinCrawlTTL {
+		bad("crawl-ttl", "%s: want at least %s", c.CrawlTTL, MinCrawlTTL)
 	}
 	if c.MaxDepth < 0 {
 		bad("max-depth", "%d: want >= 0", c.MaxDepth)

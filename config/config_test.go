@@ -147,3 +147,38 @@ func TestSiteKey(t *testing.T) {
 		}
 	}
 }
+
+// --crawl-ttl defaults to 24h, comes from the file, the variable or the
+// flag, and is at least MinCrawlTTL.
+func TestCrawlTTL(t *testing.T) {
+	if d := Default().CrawlTTL; d != 24*time.Hour {
+		t.Fatalf("default %s, want 24h", d)
+	}
+	file := filepath.Join(t.TempDir(), "crawler.yaml")
+	os.WriteFile(file, []byte("crawl_ttl: 2h\n"), 0o644)
+	c := Default()
+	if err := c.LoadFile(file); err != nil || c.CrawlTTL != 2*time.Hour {
+		t.Fatalf("file: %s, %v", c.CrawlTTL, err)
+	}
+	if err := c.ApplyEnv(func(k string) string { return map[string]string{"CRAWLER_CRAWL_TTL": "3h"}[k] }); err != nil || c.CrawlTTL != 3*time.Hour {
+		t.Fatalf("env: %s, %v", c.CrawlTTL, err)
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	c.Bind(fs)
+	if err := fs.Parse([]string{"--crawl-ttl", "90m"}); err != nil || c.CrawlTTL != 90*time.Minute {
+		t.Fatalf("flag: %s, %v", c.CrawlTTL, err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []time.Duration{0, 59 * time.Second, -time.Hour} {
+		c.CrawlTTL = d
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--crawl-ttl:") {
+			t.Errorf("--crawl-ttl %s: %v, want a --crawl-ttl problem", d, err)
+		}
+	}
+	c.CrawlTTL = MinCrawlTTL
+	if err := c.Validate(); err != nil {
+		t.Errorf("--crawl-ttl %s: %v", MinCrawlTTL, err)
+	}
+}
