@@ -1,0 +1,353 @@
+// Package sitemap reads sitemaps (sitemaps.org): XML <urlset> and
+// <sitemapindex> documents, plain-text ones (a URL per line), gzipped or
+// not, and finds a site's through its robots.txt Sitemap: lines or
+// /sitemap.xml (Fetcher.Discover). Everything is read as a stream under
+// limits (Options): a document costs memory for one XML token and one
+// batch of URLs, whatever its size, and hostile input (entity bombs, deep
+// nesting, endless values, index loops) ends early instead of costing CPU
+// or memory.
+package sitemap
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// ErrMalformed is returned (wrapped) by Parse for a document it could not
+// read to its end: broken XML or gzip, elements nested too deep, a token
+// too long. The entries before the fault have been handed on.
+var ErrMalformed = errors.New("sitemap: malformed document")
+
+// Kind is what a document turned out to be.
+type Kind int
+
+const (
+	// Unknown is anything else: an HTML page, another XML root, nothing.
+	Unknown Kind = iota
+	// URLSet is a <urlset>: its entries are pages.
+	URLSet
+	// Index is a <sitemapindex>: its entries are sitemaps.
+	Index
+	// Text is a plain-text sitemap: one URL per line.
+	Text
+)
+
+func (k Kind) String() string {
+	switch k {
+	case URLSet:
+		return "urlset"
+	case Index:
+		return "sitemapindex"
+	case Text:
+		return "text"
+	}
+	return "unknown"
+}
+
+// Entry is one <url> or <sitemap> of a document, or one line of a text one.
+type Entry struct {
+	// Loc is the <loc> value (or line) with surrounding white space
+	// removed, as written: possibly relative, possibly not a URL at all.
+	// Parse checks only its length.
+	Loc string
+	// LastMod is the <lastmod> value as written (W3C Datetime), or "".
+	LastMod string
+}
+
+// Doc is what Parse found in one document.
+type Doc struct {
+	Kind Kind
+	// Entries counts the entries handed to emit.
+	Entries int
+	// TooLong counts the entries dropped because their Loc was longer than
+	// Options.MaxLocLength; Empty those with no Loc.
+	TooLong, Empty int
+	// Truncated is set when the document was cut at Options.MaxBytes or
+	// Options.MaxURLsPerFile.
+	Truncated bool
+	// Gzip is set when the document was gzipped (detected by its magic
+	// bytes, whatever its name or headers said).
+	Gzip bool
+}
+
+// Parse reads one sitemap document from r and calls emit with the
+// document's Kind (URLSet, Index or Text) and each entry, in document order. It undoes gzip (up to two layers, detected by the
+// magic bytes), reads XML when the first byte that is not a byte order
+// mark or white space is '<', and a text sitemap otherwise (text is true
+// when that is allowed; when it is not, such a document is Unknown). It
+// stops without error at Options.MaxBytes or Options.MaxURLsPerFile
+// (Doc.Truncated) and at the end of an Unknown document's root element's
+// start tag; it returns ErrMalformed (wrapped) for broken input, and emit's
+// error as it is. Custom entities are never expanded (an undefined
+// reference such as "&lol;" is left as written), and no DTD is read.
+func Parse(r io.Reader, o *Options, text bool, emit func(Kind, Entry) error) (Doc, error) {
+	opt := o.get()
+	p := &parser{o: opt, emit: emit}
+	body := &recorder{r: r}
+	doc, err := p.parse(io.LimitReader(body, opt.MaxBytes+tokenSlack), text)
+	switch {
+	case p.emitErr != nil:
+		return doc, p.emitErr
+	case body.err != nil && body.err != io.EOF:
+		return doc, fmt.Errorf("sitemap: read: %w", body.err)
+	}
+	return doc, err
+}
+
+func (p *parser) parse(r io.Reader, text bool) (Doc, error) {
+	g := &guard{left: p.o.MaxBytes}
+	src := bufio.NewReaderSize(r, 4096)
+	for range 2 {
+		magic, _ := src.Peek(2)
+		if !bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+			break
+		}
+		zr, err := gzip.NewReader(src)
+		if err != nil {
+			return p.doc, fmt.Errorf("%w: gzip: %w", ErrMalformed, err)
+		}
+		p.doc.Gzip = true
+		src = bufio.NewReaderSize(zr, 4096)
+	}
+	g.r = src
+	head, err := src.Peek(512)
+	if len(head) == 0 && err != nil && err != io.EOF {
+		return p.doc, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	head = bytes.TrimLeft(head, " \t\r\n")
+	switch {
+	case len(head) == 0:
+		return p.doc, nil
+	case head[0] == '<':
+		return p.doc, p.xml(g)
+	case text:
+		p.doc.Kind = Text
+		return p.doc, p.text(g)
+	}
+	return p.doc, nil
+}
+
+// recorder keeps the first error of the document's own reader, so that a
+// body that broke off is told from a malformed one.
+type recorder struct {
+	r   io.Reader
+	err error
+}
+
+func (r *recorder) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+type parser struct {
+	o       Options
+	emit    func(Kind, Entry) error
+	emitErr error // emit's error, returned as it is
+	doc     Doc
+}
+
+// add hands e on unless it breaks a limit; done reports that the
+// document's entry limit has been reached.
+func (p *parser) add(e Entry) (done bool, err error) {
+	switch {
+	case e.Loc == "":
+		p.doc.Empty++
+		return false, nil
+	case len(e.Loc) > p.o.MaxLocLength:
+		p.doc.TooLong++
+		return false, nil
+	}
+	if err := p.emit(p.doc.Kind, e); err != nil {
+		p.emitErr = err
+		return true, err
+	}
+	p.doc.Entries++
+	if p.doc.Entries >= p.o.MaxURLsPerFile {
+		p.doc.Truncated = true
+		return true, nil
+	}
+	return false, nil
+}
+
+// xml reads an XML document with RawToken: the decoder keeps no stack of
+// open elements (this function counts the depth) and translates no name
+// spaces, so an element is known by its local name whatever its prefix.
+func (p *parser) xml(g *guard) error {
+	g.maxTok = p.o.MaxLocLength + tokenSlack
+	d := xml.NewDecoder(g)
+	d.Strict = false                                                                   // a bare '&' in a URL is common; undefined entities stay as written
+	d.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil } // URLs are ASCII
+	var (
+		depth   int
+		field   *strings.Builder // the <loc> or <lastmod> being read, or nil
+		long    bool             // the <loc> being read is too long
+		loc, lm strings.Builder
+		entry   = map[Kind]string{URLSet: "url", Index: "sitemap"}
+	)
+	for {
+		g.token = 0
+		tok, err := d.RawToken()
+		if err != nil {
+			switch {
+			case g.cut:
+				p.doc.Truncated = true
+				return nil
+			case g.tooLong:
+				return fmt.Errorf("%w: a token longer than %d bytes", ErrMalformed, p.o.MaxLocLength+tokenSlack)
+			case err == io.EOF && depth == 0:
+				return nil
+			}
+			return fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			depth++
+			switch {
+			case depth > maxNesting:
+				return fmt.Errorf("%w: elements nested deeper than %d", ErrMalformed, maxNesting)
+			case depth == 1:
+				switch t.Name.Local {
+				case "urlset":
+					p.doc.Kind = URLSet
+				case "sitemapindex":
+					p.doc.Kind = Index
+				default:
+					return nil // not a sitemap: read no further
+				}
+			case depth == 2 && t.Name.Local == entry[p.doc.Kind]:
+				loc.Reset()
+				lm.Reset()
+				long = false
+			case depth == 3 && t.Name.Local == "loc":
+				field = &loc
+			case depth == 3 && t.Name.Local == "lastmod":
+				field = &lm
+			}
+		case xml.CharData:
+			if field == nil {
+				break
+			}
+			if field.Len()+len(t) > p.o.MaxLocLength+64 { // room for white space around it
+				long = long || field == &loc
+				break
+			}
+			field.Write(t)
+		case xml.EndElement:
+			depth--
+			switch depth {
+			case 0:
+				return nil // the root ended: what follows is not ours
+			case 2:
+				field = nil
+			case 1:
+				if t.Name.Local != entry[p.doc.Kind] {
+					break
+				}
+				e := Entry{Loc: strings.TrimSpace(loc.String()), LastMod: strings.TrimSpace(lm.String())}
+				if long {
+					p.doc.TooLong++
+					break
+				}
+				if done, err := p.add(e); done || err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// text reads a text sitemap: one entry per line. A line longer than
+// MaxLocLength is skipped to its end, never held whole.
+func (p *parser) text(g *guard) error {
+	r := bufio.NewReaderSize(g, p.o.MaxLocLength+2)
+	skipping := false
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			skipping = true
+			continue
+		}
+		if err != nil && err != io.EOF {
+			line = nil // cut short: not a whole line
+		}
+		if skipping {
+			p.doc.TooLong++
+			skipping = false
+		} else if s := strings.TrimSpace(string(line)); s != "" {
+			if done, aerr := p.add(Entry{Loc: s}); done || aerr != nil {
+				return aerr
+			}
+		}
+		switch {
+		case err == nil:
+		case g.cut:
+			p.doc.Truncated = true
+			return nil
+		case err == io.EOF:
+			return nil
+		default:
+			return fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+	}
+}
+
+// guard is the reader the parsers read: it stops at Options.MaxBytes (cut)
+// and, for XML, when one token grows past its bound (tooLong). It is an
+// io.ByteReader so that encoding/xml reads it directly, byte by byte, and
+// every byte the decoder takes is counted against the token being read.
+type guard struct {
+	r       *bufio.Reader
+	left    int64 // bytes still allowed
+	token   int   // bytes of the current token; reset by the XML parser
+	maxTok  int
+	cut     bool
+	tooLong bool
+}
+
+var errGuard = errors.New("sitemap: limit reached")
+
+func (g *guard) ReadByte() (byte, error) {
+	if g.left <= 0 {
+		if _, err := g.r.Peek(1); err != nil {
+			return 0, err // the real end: not a cut
+		}
+		g.cut = true
+		return 0, errGuard
+	}
+	if g.maxTok > 0 && g.token >= g.maxTok {
+		g.tooLong = true
+		return 0, errGuard
+	}
+	b, err := g.r.ReadByte()
+	if err == nil {
+		g.left--
+		g.token++
+	}
+	return b, err
+}
+
+func (g *guard) Read(b []byte) (int, error) {
+	if g.left <= 0 {
+		if _, err := g.r.Peek(1); err != nil {
+			return 0, err
+		}
+		g.cut = true
+		return 0, errGuard
+	}
+	if int64(len(b)) > g.left {
+		b = b[:g.left]
+	}
+	n, err := g.r.Read(b)
+	g.left -= int64(n)
+	return n, err
+}
