@@ -1,11 +1,51 @@
 -- add.lua: admit new URLs into a shard, each once per crawl.
 -- KEYS and ARGV[1..7]: see common.lua.
--- ARGV[8] the crawl's scope size to note in counts (0: none; it only grows)
+-- ARGV[8] the crawl's scope size to note in counts (0: none; it only grows);
+--         Seed gives it (a process joining the crawl), and then the shard
+--         is refilled first
 -- ARGV[9..] quadruples: fingerprint, seen bucket, site, item json
--- Returns {1, admitted, 0, -1}.
-if ARGV[8] ~= '0' and tonumber(ARGV[8]) > scope() then
-  redis.call('HSET', KEYS[3], 'scope', ARGV[8])
+-- Returns {1, admitted, 0, -1}: admitted counts the refilled URLs too.
+
+-- refill admits URLs of the overflow (common.lua admit), oldest first, as
+-- far as the page limit now allows (all of them with none): a process with
+-- a higher limit than the one that kept them continues the crawl. It
+-- writes admitted and over at once, so that admit reads them.
+local function refill()
+  local ov = base .. 'overflow'
+  local n = OVERFLOW
+  if limit > 0 then
+    n = limit - tonumber(redis.call('HGET', KEYS[3], 'admitted') or '0')
+  end
+  if n <= 0 then
+    return 0
+  end
+  local items = redis.call('LRANGE', ov, 0, n - 1)
+  if #items == 0 then
+    return 0
+  end
+  redis.call('LTRIM', ov, #items, -1)
+  for _, e in ipairs(items) do
+    local nl = string.find(e, '\n', 1, true)
+    local site = string.sub(e, 1, nl - 1)
+    local q = qkey(site)
+    local len = redis.call('RPUSH', q, string.sub(e, nl + 1))
+    if len == 1 then
+      pushed(q, len)
+      join(site, now())
+    end
+  end
+  redis.call('HINCRBY', KEYS[3], 'admitted', #items)
+  redis.call('HINCRBY', KEYS[3], 'over', -#items)
+  return #items
 end
-local added = admit(9)
+
+local added = 0
+if ARGV[8] ~= '0' then
+  if tonumber(ARGV[8]) > scope() then
+    redis.call('HSET', KEYS[3], 'scope', ARGV[8])
+  end
+  added = refill()
+end
+added = added + admit(9)
 keep()
 return {1, added, 0, -1}

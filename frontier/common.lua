@@ -6,7 +6,8 @@
 -- KEYS[2] inflight ZSET "<id>\n<site>\n<item json>" -> server ms when it is
 --                  handed out again: the member is the item's whole state,
 --                  so settling one is a ZREM and a worker's ID is the member
--- KEYS[3] counts   HASH admitted, over (seen past the page limit), done,
+-- KEYS[3] counts   HASH admitted, over (in the overflow: see admit), dropped
+--                  (past the overflow), done,
 --                  skipped, failed, ids, scope; queued is admitted - done -
 --                  failed - in flight
 -- KEYS[4] fly      HASH site -> items of the site in flight
@@ -125,18 +126,27 @@ local function join(site, at)
   redis.call('ZADD', KEYS[1], at, site)
 end
 
+-- OVERFLOW bounds the shard's overflow LIST (base..'overflow'): new URLs
+-- past the page limit, "<site>\n<item json>", kept (seen) for a later
+-- process with a higher limit to admit (add.lua's refill). Past it, a new
+-- URL is dropped and forgotten (not seen): a page fetched later that links
+-- to it admits it again.
+local OVERFLOW = 10000
+
 -- admit takes quadruples from ARGV[i0]: fingerprint, seen bucket, site,
--- item json; each new fingerprint is queued (within the page limit). It
--- returns how many were admitted.
+-- item json; each new fingerprint is queued (within the page limit; past
+-- it, kept in the overflow, counted in over, or dropped, counted in
+-- dropped). It returns how many were admitted.
 local function admit(i0)
-  local admitted, added, over = 0, 0, 0
+  local admitted, added, over, dropped = 0, 0, 0, 0
+  local room -- the overflow's free places, read at the first URL past the limit
   if limit > 0 then
     admitted = tonumber(redis.call('HGET', KEYS[3], 'admitted') or '0')
   end
   for i = i0, #ARGV, 4 do
     if redis.call('SADD', base .. 'seen:' .. ARGV[i + 1], ARGV[i]) == 1 then
+      local site = ARGV[i + 2]
       if limit == 0 or admitted + added < limit then
-        local site = ARGV[i + 2]
         local q = qkey(site)
         local n = redis.call('RPUSH', q, ARGV[i + 3])
         if n == 1 then
@@ -145,12 +155,23 @@ local function admit(i0)
         end
         added = added + 1
       else
-        over = over + 1
+        room = room or OVERFLOW - redis.call('LLEN', base .. 'overflow')
+        if room > 0 then
+          redis.call('RPUSH', base .. 'overflow', site .. '\n' .. ARGV[i + 3])
+          room, over = room - 1, over + 1
+        else
+          redis.call('SREM', base .. 'seen:' .. ARGV[i + 1], ARGV[i])
+          dropped = dropped + 1
+        end
       end
     end
   end
+  if room then -- the overflow lives as long as the URLs that feed it come
+    redis.call('PEXPIRE', base .. 'overflow', ttl)
+  end
   count('admitted', added)
   count('over', over)
+  count('dropped', dropped)
   return added
 end
 

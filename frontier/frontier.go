@@ -67,16 +67,26 @@ var (
 	settleLua string
 	//go:embed hold.lua
 	holdLua string
+	//go:embed meta.lua
+	metaLua string
+	//go:embed register.lua
+	registerLua string
 
 	nextScript   = redis.NewScript(commonLua + nextLua)
 	addScript    = redis.NewScript(commonLua + addLua)
 	settleScript = redis.NewScript(commonLua + settleLua)
 	holdScript   = redis.NewScript(commonLua + holdLua)
+	// meta.lua and register.lua are on keys of their own, not a shard's.
+	metaScript     = redis.NewScript(metaLua)
+	registerScript = redis.NewScript(registerLua)
 )
 
 var (
 	// ErrDone means the crawl is over: nothing queued, nothing in flight.
 	ErrDone = errors.New("frontier: crawl done")
+	// ErrNoCrawl means the crawl has no keys under the prefix: it was never
+	// created, or has expired or been deleted.
+	ErrNoCrawl = errors.New("frontier: no such crawl")
 	// ErrLost means an item was handed to another worker (its visibility
 	// timeout ran out) before this one settled it.
 	ErrLost = errors.New("frontier: item no longer held")
@@ -105,9 +115,16 @@ type Options struct {
 	// MaxPages stops admitting URLs after this many (0 = no limit). A crawl
 	// created by a process with a limit has one shard, where the limit is
 	// kept exactly (its processes should all pass the same limit: on a crawl
-	// created without one, each shard would admit up to the limit).
+	// created without one, each shard would admit up to the limit). New
+	// URLs past the limit are kept, seen, in an overflow of up to 10,000 a
+	// shard (past that, dropped and not remembered as seen); a later
+	// process with a higher limit, or none, admits them as far as its
+	// limit allows when it seeds (Seed, with or without URLs, once the
+	// crawl has a scope). The last process's limit is in the crawl's Meta.
 	MaxPages int
-	// TTL is how long an idle crawl's keys stay (default 24h).
+	// TTL is how long a crawl's keys stay once no process works on it
+	// (default 24h): each process refreshes them every quarter of it, at
+	// most once a minute.
 	TTL time.Duration
 	// Shards is how many hash tags the crawl's frontier spreads over
 	// (default 16, at most MaxShards). It is fixed when the crawl is

@@ -61,9 +61,12 @@ func fingerprint(norm string) (fp, bucket string) {
 	return strconv.FormatInt(int64(v), 10), strconv.Itoa(int(v >> 56))
 }
 
-// layout is the crawl's shards. The first call of a process reads the
-// crawl's shard count, storing Options.Shards (1 with MaxPages) if the
-// crawl has none yet; it is then fixed for the Frontier's life.
+// layout is the crawl's shards. The first call of a process records it
+// in the crawl's meta (meta.lua: the shard count, Options.Shards or 1 with
+// MaxPages, and the limits, if the crawl has none yet; its page limit and
+// TTL in any case) and in the prefix's registry of crawls (register.lua),
+// and reads the crawl's shard count; it is then fixed for the Frontier's
+// life.
 func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	if f.err != nil {
 		return nil, f.err
@@ -80,24 +83,42 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	if f.o.MaxPages > 0 {
 		n = 1
 	}
-	pipe := f.rdb.Pipeline()
-	pipe.HSetNX(ctx, f.meta, "shards", n)
-	get := pipe.HGet(ctx, f.meta, "shards")
-	pipe.PExpire(ctx, f.meta, f.o.TTL)
-	if _, err := pipe.Exec(ctx); err != nil {
+	rec := &call{script: metaScript, keys: []string{f.meta},
+		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds()}}
+	reg := f.registerCall()
+	f.keptAt.Store(time.Now().UnixMilli()) // these calls keep meta and the registry entry
+	f.pipelined(ctx, nil, rec, reg)
+	if err := rec.cmd.Err(); err != nil {
 		return nil, fmt.Errorf("frontier: crawl %s: shard count: %w", f.o.Crawl, err)
 	}
-	stored, err := get.Int()
-	if err != nil || stored < 1 || stored > MaxShards {
-		return nil, fmt.Errorf("frontier: crawl %s: bad shard count %q: %v", f.o.Crawl, get.Val(), err)
+	if err := reg.cmd.Err(); err != nil {
+		return nil, fmt.Errorf("frontier: crawl %s: register: %w", f.o.Crawl, err)
 	}
-	l := &layout{}
-	for i := range stored {
-		l.shards = append(l.shards, newShard(f.o, i))
+	s, _ := rec.cmd.Text()
+	l, err := f.newLayout(s)
+	if err != nil {
+		return nil, err
 	}
 	f.lay.Store(l)
-	f.keptAt.Store(time.Now().UnixMilli())
 	return l, nil
+}
+
+// newLayout is the layout of a stored shard count.
+func (f *Frontier) newLayout(stored string) (*layout, error) {
+	n, err := strconv.Atoi(stored)
+	if err != nil || n < 1 || n > MaxShards {
+		return nil, fmt.Errorf("frontier: crawl %s: bad shard count %q", f.o.Crawl, stored)
+	}
+	l := &layout{}
+	for i := range n {
+		l.shards = append(l.shards, newShard(f.o, i))
+	}
+	return l, nil
+}
+
+// registerCall notes the crawl in the registry (register.lua).
+func (f *Frontier) registerCall() *call {
+	return &call{script: registerScript, keys: []string{registryKey(f.o.Prefix)}, args: []any{f.o.Crawl, f.o.TTL.Milliseconds()}}
 }
 
 // args are a shard script's ARGV: common.lua's, then more. Each process
@@ -115,15 +136,21 @@ func (f *Frontier) args(sh *shard, more ...any) []any {
 func (f *Frontier) refreshEvery() time.Duration { return min(time.Minute, f.o.TTL/4) }
 
 // keepCrawl queues on pipe a refresh of the TTLs of the crawl's own keys
-// (meta, scope), at most once a minute per process: the shards' scripts
-// keep their own keys, but cannot reach these (another slot).
+// (meta, scope) and of its registry entry, at most once a minute per
+// process: the shards' scripts keep their own keys, but cannot reach these
+// (other slots).
 func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) {
+	if f.lay.Load() == nil { // not joined yet (or invalid Options): layout records the crawl
+		return
+	}
 	now, last := time.Now().UnixMilli(), f.keptAt.Load()
 	if now-last < f.refreshEvery().Milliseconds() || !f.keptAt.CompareAndSwap(last, now) {
 		return
 	}
 	pipe.PExpire(ctx, f.meta, f.o.TTL)
 	pipe.PExpire(ctx, f.scope, f.o.TTL)
+	reg := f.registerCall()
+	registerScript.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
 }
 
 // admission is the add.lua quadruples of URLs, by shard.

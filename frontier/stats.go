@@ -14,7 +14,12 @@ import (
 type Stats struct {
 	Queued, InFlight, Done, Failed, Admitted, Seen int64
 	Skipped                                        int64 // of Done: settled as Skipped
-	Shards                                         int   // the crawl's shard count
+	// Over is how many new URLs past the page limit wait in the overflow
+	// for a process with a higher limit (see Options.MaxPages); Dropped,
+	// how often a new URL was dropped because the overflow was full (not
+	// remembered: a URL found again counts again).
+	Over, Dropped int64
+	Shards        int // the crawl's shard count
 }
 
 // Stats reads the crawl's counts, in one round trip.
@@ -24,28 +29,39 @@ func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, err
 	}
 	pipe := f.rdb.Pipeline()
+	read := queueStats(ctx, pipe, lay)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Stats{}, fmt.Errorf("frontier: stats: %w", err)
+	}
+	return read(), nil
+}
+
+// queueStats queues on pipe the reads of lay's counts; once pipe has run,
+// the function it returns sums them.
+func queueStats(ctx context.Context, pipe redis.Pipeliner, lay *layout) func() Stats {
 	counts := make([]*redis.MapStringStringCmd, len(lay.shards))
 	inflight := make([]*redis.IntCmd, len(lay.shards))
 	for i, sh := range lay.shards {
 		counts[i] = pipe.HGetAll(ctx, sh.keys[2])
 		inflight[i] = pipe.ZCount(ctx, sh.keys[1], "-inf", inflightMax)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return Stats{}, fmt.Errorf("frontier: stats: %w", err)
+	return func() Stats {
+		st := Stats{Shards: len(lay.shards)}
+		for i := range lay.shards {
+			c := counts[i].Val()
+			n := func(k string) int64 { v, _ := strconv.ParseInt(c[k], 10, 64); return v }
+			st.Queued += n("admitted") - n("done") - n("failed") - inflight[i].Val()
+			st.Done += n("done")
+			st.Failed += n("failed")
+			st.Admitted += n("admitted")
+			st.Seen += n("admitted") + n("over")
+			st.Skipped += n("skipped")
+			st.Over += n("over")
+			st.Dropped += n("dropped")
+			st.InFlight += inflight[i].Val()
+		}
+		return st
 	}
-	st := Stats{Shards: len(lay.shards)}
-	for i := range lay.shards {
-		c := counts[i].Val()
-		n := func(k string) int64 { v, _ := strconv.ParseInt(c[k], 10, 64); return v }
-		st.Queued += n("admitted") - n("done") - n("failed") - inflight[i].Val()
-		st.Done += n("done")
-		st.Failed += n("failed")
-		st.Admitted += n("admitted")
-		st.Seen += n("admitted") + n("over")
-		st.Skipped += n("skipped")
-		st.InFlight += inflight[i].Val()
-	}
-	return st, nil
 }
 
 // SiteQueue is one site's backlog.

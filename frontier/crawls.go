@@ -1,0 +1,288 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/polite-crawler/polite/internal/keyname"
+	"github.com/polite-crawler/polite/robots"
+	"github.com/redis/go-redis/v9"
+)
+
+// A crawl's life: the first process to use it creates it (its meta key,
+// see Meta) and notes it in the prefix's registry, a ZSET
+// "<prefix>:crawls" of crawl name -> server ms when its keys expire unless
+// a process refreshes them (each does every quarter of the TTL, at most
+// once a minute). Entries of expired crawls are dropped whenever a process
+// registers. List reads the registry, and finds crawls created before it
+// existed by a bounded SCAN of meta keys; Delete removes a crawl's keys.
+// Permits, robots.txt policies and site health are keyed by site and
+// shared by crawls: they are no crawl's keys.
+
+// registryKey is the prefix's registry of crawls (register.lua).
+func registryKey(prefix string) string { return prefix + ":crawls" }
+
+// ScanBudget bounds the keys a SCAN of List or Delete walks over (per
+// Redis master), in calls of scanCount: a keyspace larger than that is
+// not walked to its end, and the answer says so.
+const ScanBudget = 1_000_000
+
+const scanCount = 1000
+
+// Meta is what a crawl's meta key records.
+type Meta struct {
+	Shards int
+	// Created is when the crawl was created (server time); zero for a
+	// crawl created before it was recorded.
+	Created time.Time
+	// MaxPerSite is the frontier's default cap (Options.Cap, --max-per-site)
+	// of the process that created the crawl: the per-site limit its
+	// permits apply unless robots.txt asks for fewer (0: not recorded).
+	MaxPerSite int
+	// SiteKey is what one cap covers, "host" or "domain", as the process
+	// that created the crawl scheduled by ("": not recorded).
+	SiteKey string
+	// MaxPages is the page limit of the last process to join the crawl (0:
+	// none; -1: not recorded).
+	MaxPages int
+	// TTL is the last joining process's (0: not recorded); ExpiresIn is how
+	// long until the crawl's keys expire unless a process refreshes them.
+	TTL, ExpiresIn time.Duration
+}
+
+// siteKeyName is "host" or "domain", told apart by what k makes of a host
+// with a subdomain, or "custom".
+func siteKeyName(k robots.SiteKey) string {
+	if k == nil {
+		return robots.SiteKeyHost
+	}
+	probe := &url.URL{Scheme: "http", Host: "a.b.example.com"}
+	switch k(probe) {
+	case robots.Site(probe):
+		return robots.SiteKeyHost
+	case robots.Domain(probe):
+		return robots.SiteKeyDomain
+	}
+	return "custom"
+}
+
+func parseMeta(h map[string]string, pttl time.Duration) (Meta, error) {
+	m := Meta{MaxPages: -1, ExpiresIn: max(pttl, 0)}
+	var err error
+	if m.Shards, err = strconv.Atoi(h["shards"]); err != nil || m.Shards < 1 || m.Shards > MaxShards {
+		return m, fmt.Errorf("bad shard count %q", h["shards"])
+	}
+	if ms, err := strconv.ParseInt(h["created"], 10, 64); err == nil {
+		m.Created = time.UnixMilli(ms)
+	}
+	m.MaxPerSite, _ = strconv.Atoi(h["max_per_site"])
+	m.SiteKey = h["site_key"]
+	if n, err := strconv.Atoi(h["max_pages"]); err == nil {
+		m.MaxPages = n
+	}
+	if ms, err := strconv.ParseInt(h["ttl"], 10, 64); err == nil {
+		m.TTL = time.Duration(ms) * time.Millisecond
+	}
+	return m, nil
+}
+
+// Open is the Frontier of an existing crawl, and its Meta, read in one
+// round trip; it writes nothing, and the Frontier's readers (Stats, Sites)
+// write nothing either. It returns an error wrapping ErrNoCrawl when the
+// crawl has no meta key under the prefix.
+func Open(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Frontier, Meta, error) {
+	f := New(rdb, opts)
+	if f.err != nil {
+		return nil, Meta{}, f.err
+	}
+	pipe := rdb.Pipeline()
+	h := pipe.HGetAll(ctx, f.meta)
+	ttl := pipe.PTTL(ctx, f.meta)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, Meta{}, fmt.Errorf("frontier: open crawl %s: %w", f.o.Crawl, err)
+	}
+	if len(h.Val()) == 0 {
+		return nil, Meta{}, fmt.Errorf("%w: %s under prefix %s", ErrNoCrawl, f.o.Crawl, f.o.Prefix)
+	}
+	m, err := parseMeta(h.Val(), ttl.Val())
+	if err != nil {
+		return nil, Meta{}, fmt.Errorf("frontier: open crawl %s: %w", f.o.Crawl, err)
+	}
+	l, err := f.newLayout(strconv.Itoa(m.Shards))
+	if err != nil {
+		return nil, Meta{}, err
+	}
+	f.lay.Store(l)
+	f.keptAt.Store(time.Now().UnixMilli()) // a reader refreshes nothing
+	for _, sh := range l.shards {
+		sh.kept.Store(time.Now().UnixMilli())
+	}
+	return f, m, nil
+}
+
+// Crawl states (CrawlInfo.State).
+const (
+	StateRunning = "running" // URLs queued or in flight
+	StateLimit   = "limit"   // nothing queued or in flight; URLs wait past the page limit
+	StateDone    = "done"    // nothing queued, in flight or waiting
+	StateExpired = "expired" // in the registry, but its keys are gone
+)
+
+// CrawlInfo is one crawl as List finds it.
+type CrawlInfo struct {
+	Name  string
+	State string
+	Meta  Meta
+	Stats Stats
+}
+
+// List reads every crawl under prefix, sorted by name: those in the
+// registry and, by a SCAN of meta keys bounded by ScanBudget, those created
+// before it. complete is false when the SCAN stopped at its budget (crawls
+// created before the registry may be missing). It takes three round trips
+// (on a Cluster, the SCAN takes one a master per scanCount keys).
+func List(ctx context.Context, rdb redis.UniversalClient, prefix string) (crawls []CrawlInfo, complete bool, err error) {
+	if err := keyname.Check("prefix", prefix); err != nil {
+		return nil, false, fmt.Errorf("frontier: list: %w", err)
+	}
+	names, err := rdb.ZRange(ctx, registryKey(prefix), 0, -1).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("frontier: list: %w", err)
+	}
+	start := prefix + ":{crawl:"
+	metas, complete, err := scanKeys(ctx, rdb, globEscape(start)+"*}:meta", ScanBudget)
+	if err != nil {
+		return nil, false, fmt.Errorf("frontier: list: %w", err)
+	}
+	for _, k := range metas {
+		name := strings.TrimSuffix(strings.TrimPrefix(k, start), "}:meta")
+		if keyname.Check("crawl", name) == nil && start+name+"}:meta" == k {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+
+	pipe := rdb.Pipeline()
+	hs := make([]*redis.MapStringStringCmd, len(names))
+	ttls := make([]*redis.DurationCmd, len(names))
+	for i, name := range names {
+		k := start + name + "}:meta"
+		hs[i], ttls[i] = pipe.HGetAll(ctx, k), pipe.PTTL(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, false, fmt.Errorf("frontier: list: %w", err)
+	}
+	pipe = rdb.Pipeline()
+	var reads []func() Stats
+	for i, name := range names {
+		c := CrawlInfo{Name: name, State: StateExpired}
+		var l *layout
+		if len(hs[i].Val()) > 0 {
+			m, err := parseMeta(hs[i].Val(), ttls[i].Val())
+			f := New(rdb, &Options{Prefix: prefix, Crawl: name})
+			if err == nil && f.err == nil {
+				c.Meta = m
+				l, err = f.newLayout(strconv.Itoa(m.Shards))
+			}
+			if err != nil {
+				return nil, false, fmt.Errorf("frontier: list: crawl %s: %w", name, err)
+			}
+		}
+		crawls = append(crawls, c)
+		if l != nil {
+			reads = append(reads, queueStats(ctx, pipe, l))
+		} else {
+			reads = append(reads, nil)
+		}
+	}
+	if len(reads) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, false, fmt.Errorf("frontier: list: %w", err)
+		}
+	}
+	for i := range crawls {
+		if reads[i] == nil {
+			continue
+		}
+		st := reads[i]()
+		crawls[i].Stats = st
+		switch {
+		case st.Queued > 0 || st.InFlight > 0:
+			crawls[i].State = StateRunning
+		case st.Over > 0:
+			crawls[i].State = StateLimit
+		default:
+			crawls[i].State = StateDone
+		}
+	}
+	return crawls, complete, nil
+}
+
+// scanKeys is SCAN MATCH match over every master (one, but for a
+// Cluster), walking at most budget keys a master; complete is false when
+// it stopped there.
+func scanKeys(ctx context.Context, rdb redis.UniversalClient, match string, budget int) (keys []string, complete bool, err error) {
+	scan := func(ctx context.Context, c redis.Cmdable) ([]string, bool, error) {
+		var out []string
+		var cursor uint64
+		for walked := 0; walked < budget; walked += scanCount {
+			ks, next, err := c.Scan(ctx, cursor, match, scanCount).Result()
+			if err != nil {
+				return nil, false, err
+			}
+			out = append(out, ks...)
+			if cursor = next; cursor == 0 {
+				return out, true, nil
+			}
+		}
+		return out, false, nil
+	}
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return scan(ctx, rdb)
+	}
+	type part struct {
+		keys     []string
+		complete bool
+	}
+	parts := make(chan part, 64)
+	done := make(chan struct{})
+	complete = true
+	go func() { // owned here: ends when parts is closed, below
+		defer close(done)
+		for p := range parts {
+			keys = append(keys, p.keys...)
+			complete = complete && p.complete
+		}
+	}()
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		ks, whole, err := scan(ctx, c)
+		parts <- part{ks, whole}
+		return err
+	})
+	close(parts)
+	<-done
+	if err != nil {
+		return nil, false, err
+	}
+	return keys, complete, nil
+}
+
+// globEscape quotes s's glob characters for SCAN MATCH.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

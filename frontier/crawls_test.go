@@ -1,0 +1,250 @@
+package frontier
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// join is another process on f's crawl, with its own options.
+func join(f *Frontier, o Options) *Frontier {
+	o.Prefix, o.Crawl = f.o.Prefix, f.o.Crawl
+	return New(f.rdb, &o)
+}
+
+func pages(n int, from int) []string {
+	var out []string
+	for i := from; i < from+n; i++ {
+		out = append(out, fmt.Sprintf("http://a.example/%d", i))
+	}
+	return out
+}
+
+// A crawl that reached its page limit keeps the URLs found past it; a
+// later process with a higher limit (and then one with none) continues
+// with them, oldest first, when it seeds, with or without URLs.
+func TestMaxPagesContinues(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{MaxPages: 3})
+	if n, err := f.Seed(ctx, "http://a.example/0"); err != nil || n != 1 {
+		t.Fatalf("Seed: %d, %v", n, err)
+	}
+	if n, err := f.Add(ctx, 1, pages(5, 1)...); err != nil || n != 2 {
+		t.Fatalf("Add: %d, %v; want 2 (limit 3)", n, err)
+	}
+	if got := drain(t, ctx, f); !slices.Equal(got, pages(3, 0)) {
+		t.Fatalf("first run fetched %v", got)
+	}
+	st, _ := f.Stats(ctx)
+	if st.Admitted != 3 || st.Over != 3 || st.Seen != 6 || st.Dropped != 0 {
+		t.Fatalf("stats at the limit %+v; want 3 admitted, 3 over", st)
+	}
+	if _, err := f.Add(ctx, 1, "http://a.example/3"); err != nil { // found again: still one
+		t.Fatal(err)
+	}
+	if st, _ := f.Stats(ctx); st.Over != 3 {
+		t.Fatalf("a URL found again past the limit was kept twice: %+v", st)
+	}
+
+	g := join(f, Options{MaxPages: 5})
+	if n, err := g.Seed(ctx); err != nil || n != 2 {
+		t.Fatalf("Seed with limit 5: %d, %v; want 2 admitted from the overflow", n, err)
+	}
+	if got := drain(t, ctx, g); !slices.Equal(got, pages(2, 3)) {
+		t.Fatalf("second run fetched %v, want %v", got, pages(2, 3))
+	}
+	if st, _ := g.Stats(ctx); st.Admitted != 5 || st.Over != 1 || st.Done != 5 {
+		t.Fatalf("stats after the second run %+v", st)
+	}
+	h := join(f, Options{})
+	if n, err := h.Seed(ctx, "http://a.example/0"); err != nil || n != 1 {
+		t.Fatalf("Seed with no limit: %d, %v; want the last one", n, err)
+	}
+	if got := drain(t, ctx, h); !slices.Equal(got, pages(1, 5)) {
+		t.Fatalf("third run fetched %v", got)
+	}
+	if st, _ := h.Stats(ctx); st.Admitted != 6 || st.Over != 0 || st.Done != 6 || st.Seen != 6 {
+		t.Fatalf("stats at the end %+v", st)
+	}
+}
+
+// Past the overflow's bound, new URLs are dropped, counted, and not kept
+// as seen: found again once the limit allows, they are admitted.
+func TestOverflowBound(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{MaxPages: 1})
+	const bound = 10000 // common.lua OVERFLOW
+	if n, err := f.Add(ctx, 0, pages(bound+3, 0)...); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
+	}
+	st, _ := f.Stats(ctx)
+	if st.Admitted != 1 || st.Over != bound || st.Dropped != 2 || st.Seen != bound+1 {
+		t.Fatalf("stats %+v; want 1 admitted, %d over, 2 dropped", st, bound)
+	}
+	if ttl := f.rdb.PTTL(ctx, f.lay.Load().shards[0].base+"overflow").Val(); ttl <= 0 {
+		t.Fatalf("overflow TTL %v", ttl)
+	}
+	g := join(f, Options{MaxPages: bound + 10})
+	if n, err := g.Seed(ctx, "http://a.example/0"); err != nil || n != bound { // seen: only the refill admits
+		t.Fatalf("refill: %d, %v", n, err)
+	}
+	if n, err := g.Add(ctx, 1, pages(3, bound)...); err != nil || n != 2 {
+		t.Fatalf("the dropped URLs found again: %d admitted, %v; want 2", n, err)
+	}
+}
+
+// Every process notes its crawl in the registry; List finds registered
+// crawls, those created before the registry (by SCAN) and registry entries
+// whose keys are gone, each with its state and what its meta records.
+func TestList(t *testing.T) {
+	ctx := ctxT(t)
+	prefix := fmt.Sprintf("list%d", crawls.Add(1))
+	running := newFrontier(t, Options{Prefix: prefix, Cap: 2, TTL: time.Hour})
+	running.Seed(ctx, "http://a.example/", "http://b.example/")
+	done := newFrontier(t, Options{Prefix: prefix, Shards: 4})
+	done.Seed(ctx, "http://a.example/")
+	drain(t, ctx, done)
+	limit := newFrontier(t, Options{Prefix: prefix, MaxPages: 1})
+	limit.Seed(ctx, "http://a.example/", "http://a.example/2")
+	drain(t, ctx, limit)
+	old := newFrontier(t, Options{Prefix: prefix})
+	old.Seed(ctx, "http://a.example/")
+	reg := registryKey(prefix)
+	if ttl := old.rdb.PTTL(ctx, reg).Val(); ttl < time.Hour-time.Minute {
+		t.Fatalf("registry TTL %v; want the longest crawl's (1h)", ttl)
+	}
+	old.rdb.ZRem(ctx, reg, old.o.Crawl) // as if created before the registry
+	old.rdb.ZAdd(ctx, reg, redis.Z{Score: 1e14, Member: "ghost"})
+	newFrontier(t, Options{Prefix: prefix + "x"}).Seed(ctx, "http://a.example/") // another prefix
+
+	got, complete, err := List(ctx, running.rdb, prefix)
+	if err != nil || !complete {
+		t.Fatalf("List: %v, complete %v", err, complete)
+	}
+	want := map[string]string{running.o.Crawl: StateRunning, done.o.Crawl: StateDone, limit.o.Crawl: StateLimit,
+		old.o.Crawl: StateRunning, "ghost": StateExpired}
+	if len(got) != len(want) {
+		t.Fatalf("List found %+v; want %v", got, want)
+	}
+	for _, c := range got {
+		if want[c.Name] != c.State {
+			t.Errorf("crawl %s: state %q, want %q (%+v)", c.Name, c.State, want[c.Name], c)
+		}
+	}
+	m := got[slices.IndexFunc(got, func(c CrawlInfo) bool { return c.Name == running.o.Crawl })]
+	if m.Meta.Shards != 16 || m.Meta.MaxPerSite != 2 || m.Meta.SiteKey != "host" || m.Meta.MaxPages != 0 ||
+		m.Meta.TTL != time.Hour || m.Meta.ExpiresIn <= 0 || time.Since(m.Meta.Created) > time.Minute || m.Stats.Queued != 2 {
+		t.Errorf("running crawl %+v", m)
+	}
+	l := got[slices.IndexFunc(got, func(c CrawlInfo) bool { return c.Name == limit.o.Crawl })]
+	if l.Meta.Shards != 1 || l.Meta.MaxPages != 1 || l.Stats.Over != 1 || l.Stats.Done != 1 {
+		t.Errorf("crawl at its limit %+v", l)
+	}
+}
+
+// Open reads an existing crawl and writes nothing; an unknown one is
+// ErrNoCrawl, and stays unknown.
+func TestOpen(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{MaxPages: 7, Cap: 5, TTL: 2 * time.Hour})
+	f.Seed(ctx, "http://a.example/")
+	g, m, err := Open(ctx, f.rdb, &Options{Crawl: f.o.Crawl})
+	if err != nil || m.Shards != 1 || m.MaxPages != 7 || m.MaxPerSite != 5 || m.TTL != 2*time.Hour {
+		t.Fatalf("Open: %+v, %v", m, err)
+	}
+	if st, err := g.Stats(ctx); err != nil || st.Queued != 1 {
+		t.Fatalf("Stats of the opened crawl: %+v, %v", st, err)
+	}
+	if v := f.rdb.HGet(ctx, f.meta, "max_pages").Val(); v != "7" {
+		t.Fatalf("a reader changed the crawl's meta: max_pages %q", v)
+	}
+	_, _, err = Open(ctx, f.rdb, &Options{Crawl: f.o.Crawl + "-nosuch"})
+	if !errors.Is(err, ErrNoCrawl) {
+		t.Fatalf("Open of an unknown crawl: %v", err)
+	}
+	if n := f.rdb.Exists(ctx, "polite:{crawl:"+f.o.Crawl+"-nosuch}:meta").Val(); n != 0 {
+		t.Fatal("Open created the unknown crawl")
+	}
+}
+
+// Delete refuses a crawl with items in flight, says what it would delete,
+// and deletes every key of the crawl (queues whose site left the ready set
+// too) and its registry entry, leaving other crawls' and sites' keys.
+func TestDelete(t *testing.T) {
+	ctx := ctxT(t)
+	prefix := fmt.Sprintf("del%d", crawls.Add(1))
+	f := newFrontier(t, Options{Prefix: prefix, Shards: 4})
+	other := newFrontier(t, Options{Prefix: prefix, Shards: 4})
+	var seeds []string
+	for i := range 8 {
+		seeds = append(seeds, fmt.Sprintf("http://s%d.example/", i), fmt.Sprintf("http://s%d.example/2", i))
+	}
+	f.Seed(ctx, seeds...)
+	other.Seed(ctx, seeds...)
+	orphan := f.lay.Load().shards[1].base + "q:orphan.example"
+	f.rdb.RPush(ctx, orphan, "{}")
+	permit := prefix + ":{s0.example}:holders"
+	f.rdb.ZAdd(ctx, permit, redis.Z{Score: 1, Member: "x"})
+
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Delete(ctx, f.rdb, prefix, f.o.Crawl, DeleteOptions{}); !errors.Is(err, ErrRunning) {
+		t.Fatalf("Delete of a crawl with an item in flight: %v", err)
+	}
+	f.Done(ctx, it)
+	d, err := Delete(ctx, f.rdb, prefix, f.o.Crawl, DeleteOptions{DryRun: true})
+	if err != nil || !d.Registered || !d.Complete || d.Shards != 4 || d.Queues != 9 || d.Keys < 2+4*(6+seenBuckets)+9 {
+		t.Fatalf("dry run: %+v, %v", d, err)
+	}
+	keys := func(crawl string) []string {
+		ks, _, err := scanKeys(ctx, f.rdb, prefix+":*crawl:"+crawl+"}*", ScanBudget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ks
+	}
+	if n := len(keys(f.o.Crawl)); n != d.Keys {
+		t.Fatalf("after a dry run %d keys; Delete counted %d", n, d.Keys)
+	}
+	if _, err := Delete(ctx, f.rdb, prefix, f.o.Crawl, DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ks := keys(f.o.Crawl); len(ks) != 0 {
+		t.Fatalf("left %v", ks)
+	}
+	if f.rdb.ZScore(ctx, registryKey(prefix), f.o.Crawl).Err() != redis.Nil {
+		t.Fatal("registry entry left")
+	}
+	if f.rdb.Exists(ctx, permit).Val() != 1 || len(keys(other.o.Crawl)) < 4*seenBuckets {
+		t.Fatal("Delete removed keys of another crawl or a site's")
+	}
+	if _, err := Delete(ctx, f.rdb, prefix, f.o.Crawl, DeleteOptions{}); !errors.Is(err, ErrNoCrawl) {
+		t.Fatalf("Delete again: %v", err)
+	}
+	if !strings.Contains(fmt.Sprint(ErrNoCrawl), "no such crawl") {
+		t.Fatal(ErrNoCrawl)
+	}
+}
+
+func TestIsShardKey(t *testing.T) {
+	for k, want := range map[string]bool{
+		"p:{s0/crawl:a}:q:x":       true,
+		"p:{s12/crawl:a}:seen:3":   true,
+		"p:{s/crawl:a}:q":          false,
+		"p:{sx/crawl:a}:q":         false,
+		"p:{s1/crawl:ab}:q":        false,
+		"p:{s1/crawl:x/crawl:a}:q": false,
+		"q:{s1/crawl:a}:q":         false,
+	} {
+		if isShardKey(k, "p", "a") != want {
+			t.Errorf("isShardKey(%q) = %v", k, !want)
+		}
+	}
+}

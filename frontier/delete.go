@@ -1,0 +1,174 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/polite-crawler/polite/internal/keyname"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrRunning refuses to delete a crawl with items in flight.
+var ErrRunning = errors.New("frontier: crawl has items in flight")
+
+// DeleteOptions say how Delete goes about it.
+type DeleteOptions struct {
+	// DryRun finds the keys and deletes nothing.
+	DryRun bool
+	// Force deletes a crawl with items in flight. Its workers then find
+	// their items lost, and may create a few of its keys again (with the
+	// TTL): stop them first.
+	Force bool
+}
+
+// Deleted is what Delete found, and deleted unless DryRun.
+type Deleted struct {
+	Keys     int // the crawl's keys that exist
+	Queues   int // per-site queue keys named by a ready set or found by the SCAN
+	Shards   int
+	InFlight int64
+	// Registered is whether the registry had an entry for the crawl (it is
+	// removed too).
+	Registered bool
+	// Complete is false when a SCAN for the crawl's keys stopped at
+	// ScanBudget: keys it did not reach expire with the crawl's TTL.
+	Complete bool
+}
+
+// Delete removes crawl's keys under prefix: its meta and scope, and every
+// shard's keys (ready, inflight, counts, fly, rules, after, overflow, its
+// seen buckets, and its sites' queues, found by the ready set and by a
+// SCAN of the shard's keys bounded by ScanBudget), by UNLINK, and its
+// registry entry. Keys shared by crawls (permits, robots.txt policies,
+// site health) stay. It refuses, with an error wrapping ErrRunning, a
+// crawl with items in flight unless o.Force, and returns an error wrapping
+// ErrNoCrawl when the crawl has neither keys nor a registry entry.
+func Delete(ctx context.Context, rdb redis.UniversalClient, prefix, crawl string, o DeleteOptions) (Deleted, error) {
+	var d Deleted
+	for what, name := range map[string]string{"prefix": prefix, "crawl name": crawl} {
+		if err := keyname.Check(what, name); err != nil {
+			return d, fmt.Errorf("frontier: delete: %w", err)
+		}
+	}
+	fail := func(err error) (Deleted, error) {
+		return d, fmt.Errorf("frontier: delete crawl %s: %w", crawl, err)
+	}
+	f, m, err := Open(ctx, rdb, &Options{Prefix: prefix, Crawl: crawl})
+	if err != nil && !errors.Is(err, ErrNoCrawl) {
+		return fail(err)
+	}
+	// Keys by hash tag, so that each UNLINK stays in one slot.
+	bySlot := map[string][]string{}
+	add := func(keys ...string) {
+		for _, k := range keys {
+			tag := k[strings.IndexByte(k, '{')+1 : strings.IndexByte(k, '}')]
+			bySlot[tag] = append(bySlot[tag], k)
+		}
+	}
+	crawlTag := "{crawl:" + crawl + "}:"
+	add(prefix+":"+crawlTag+"meta", prefix+":"+crawlTag+"scope")
+	if f != nil {
+		d.Shards = m.Shards
+		lay, _ := f.layout(ctx) // Open stored it
+		pipe := rdb.Pipeline()
+		read := queueStats(ctx, pipe, lay)
+		ready := make([]*redis.StringSliceCmd, len(lay.shards))
+		for i, sh := range lay.shards {
+			ready[i] = pipe.ZRange(ctx, sh.keys[0], 0, -1)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fail(err)
+		}
+		if d.InFlight = read().InFlight; d.InFlight > 0 && !o.Force {
+			return fail(fmt.Errorf("%w (%d): stop its workers first, or force it", ErrRunning, d.InFlight))
+		}
+		for i, sh := range lay.shards {
+			add(sh.keys...)
+			add(sh.base + "overflow")
+			for b := range seenBuckets {
+				add(sh.base + "seen:" + strconv.Itoa(b))
+			}
+			for _, site := range ready[i].Val() {
+				if site != "" { // the sentinel (common.lua)
+					add(sh.base + "q:" + site)
+				}
+			}
+		}
+	}
+	// Queues whose site left the ready set, and shards of a crawl whose meta
+	// is gone: every key of a tag "s<n>/crawl:<crawl>".
+	scanned, complete, err := scanKeys(ctx, rdb, globEscape(prefix+":{s")+"*"+globEscape("/crawl:"+crawl+"}:")+"*", ScanBudget)
+	if err != nil {
+		return fail(err)
+	}
+	d.Complete = complete
+	for _, k := range scanned {
+		if isShardKey(k, prefix, crawl) {
+			add(k)
+		}
+	}
+	reg := registryKey(prefix)
+	pipe := rdb.Pipeline()
+	var exists []*redis.IntCmd
+	tags := make([]string, 0, len(bySlot))
+	for tag, keys := range bySlot {
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+		bySlot[tag] = keys
+		tags = append(tags, tag)
+		exists = append(exists, pipe.Exists(ctx, keys...))
+	}
+	score := pipe.ZScore(ctx, reg, crawl)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return fail(err)
+	}
+	for i, tag := range tags {
+		d.Keys += int(exists[i].Val())
+		for _, k := range bySlot[tag] {
+			if strings.Contains(k, "}:q:") {
+				d.Queues++
+			}
+		}
+	}
+	d.Registered = score.Err() == nil
+	if d.Keys == 0 && !d.Registered {
+		return d, fmt.Errorf("%w: %s under prefix %s", ErrNoCrawl, crawl, prefix)
+	}
+	if o.DryRun {
+		return d, nil
+	}
+	pipe = rdb.Pipeline()
+	for _, tag := range tags {
+		for keys := range slices.Chunk(bySlot[tag], 256) {
+			pipe.Unlink(ctx, keys...)
+		}
+	}
+	pipe.ZRem(ctx, reg, crawl)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fail(err)
+	}
+	return d, nil
+}
+
+// isShardKey is whether k is a key of a shard of crawl: its tag is
+// "s<digits>/crawl:<crawl>".
+func isShardKey(k, prefix, crawl string) bool {
+	rest, ok := strings.CutPrefix(k, prefix+":{s")
+	if !ok {
+		return false
+	}
+	n, _, ok := strings.Cut(rest, "/crawl:"+crawl+"}:")
+	if !ok || n == "" {
+		return false
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
