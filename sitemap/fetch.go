@@ -88,7 +88,7 @@ func (f *Fetcher) Discover(ctx context.Context, site *url.URL, fromRobots []stri
 		u, _ := url.Parse(s)
 		d.queue(u, 0)
 	}
-	for len(d.todo) > 0 && !d.enough {
+	for len(d.todo) > 0 && !d.enough && ctx.Err() == nil {
 		next := d.todo[0]
 		d.todo = d.todo[1:]
 		if err := d.read(ctx, next); err != nil {

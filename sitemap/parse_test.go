@@ -94,6 +94,7 @@ func TestParse(t *testing.T) {
 		{name: "bare ampersand", in: "<urlset><url><loc>http://a.example/?a=1&b=2</loc></url></urlset>", kind: URLSet, locs: "http://a.example/?a=1&b=2"},
 		{name: "latin1 declared", in: `<?xml version="1.0" encoding="ISO-8859-1"?><urlset><url><loc>http://a.example/1</loc></url></urlset>`, kind: URLSet, locs: "http://a.example/1"},
 		{name: "long loc dropped", in: "<urlset><url><loc>" + long + "</loc></url><url><loc>http://a.example/2</loc></url></urlset>", kind: URLSet, tooLong: 1, locs: "http://a.example/2"},
+		{name: "long loc in pieces dropped", in: "<urlset><url><loc>http://a.example/1<!---->" + long + long + "</loc></url><url><loc>http://a.example/2</loc></url></urlset>", kind: URLSet, tooLong: 1, locs: "http://a.example/2"},
 		{name: "long line dropped", in: long + long + "\nhttp://a.example/2\n" + long, text: true, kind: Text, tooLong: 2, locs: "http://a.example/2"},
 		{name: "trailing garbage", in: "<urlset><url><loc>http://a.example/1</loc></url></urlset><<<&&", kind: URLSet, locs: "http://a.example/1"},
 		{name: "broken xml keeps what came before", in: "<urlset><url><loc>http://a.example/1</loc></url><url><loc>http://a.example/2</loc></url><url", kind: URLSet, locs: "http://a.example/1 http://a.example/2", wantErr: true},
