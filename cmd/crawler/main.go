@@ -24,7 +24,9 @@ type command struct {
 var commands = []command{
 	{name: "demo", summary: "run a whole polite crawl locally (embedded Redis, test sites, several workers) and show what sites saw", run: runDemo},
 	{name: "run", summary: "crawl from seed URLs, sharing the crawl and every site's cap with all workers on the same Redis", run: runCrawl},
-	{name: "status", summary: "show a crawl's queue and each site's permits", run: runStatus},
+	{name: "status", summary: "show a crawl's queue, its limits and each site's permits", run: runStatus},
+	{name: "crawls", summary: "list the crawls in Redis with their state", run: runCrawls},
+	{name: "delete", summary: "delete a crawl's keys (--crawl NAME; a dry run without --yes)", run: runDelete},
 	{name: "bench", summary: "measure the limiter and the crawler against their limits and against peers; write BENCHMARKS.md", run: runBench},
 	{name: "bench-worker", run: runBenchWorker, hidden: true},
 	{name: "bench-colly", run: runBenchColly, hidden: true},

@@ -223,7 +223,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}}, m)
 	m.Robots(rob)
 	fr := frontier.New(rdb, &frontier.Options{Prefix: cfg.Prefix, Crawl: cfg.Crawl, Visibility: cfg.Visibility,
-		MaxAttempts: cfg.MaxAttempts, MaxDepth: cfg.MaxDepth, MaxPages: cfg.MaxPages, Shards: cfg.Shards, Cap: cfg.MaxPerSite, Park: cfg.Lease / 2, SiteKey: siteKey})
+		MaxAttempts: cfg.MaxAttempts, MaxDepth: cfg.MaxDepth, MaxPages: cfg.MaxPages, Shards: cfg.Shards, Cap: cfg.MaxPerSite, Park: cfg.Lease / 2, SiteKey: siteKey, TTL: cfg.CrawlTTL})
 
 	var out io.Writer
 	if cfg.Out != "" {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/limiter"
@@ -17,8 +20,9 @@ import (
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, _, err := loadConfig("status", args, stderr, func(fs *flag.FlagSet) {
 		fmt.Fprintln(stderr, "Usage: crawler status [flags]")
-		fmt.Fprintln(stderr, "\nShows a crawl as Redis has it: its counts, and per site with queued URLs the permit")
-		fmt.Fprintln(stderr, "limit, holders, waiters and backlog. Only --redis*, --prefix, --crawl and --max-per-site matter.")
+		fmt.Fprintln(stderr, "\nShows a crawl as Redis has it: its counts, the limits it was created with, and per site")
+		fmt.Fprintln(stderr, "with queued URLs the permit limit, holders, waiters and backlog. Only --redis*, --prefix and")
+		fmt.Fprintln(stderr, "--crawl matter. Exits 1 when the crawl does not exist ('crawler crawls' lists them).")
 		fmt.Fprintln(stderr, "\nFlags:")
 		fs.PrintDefaults()
 	})
@@ -33,13 +37,26 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	lim := limiter.New(rdb, &limiter.Options{Prefix: cfg.Prefix, Lease: cfg.Lease})
 	defer lim.Close()
 	rob := robots.NewCache(rdb, nil, &robots.CacheOptions{Prefix: cfg.Prefix})
-	fr := frontier.New(rdb, &frontier.Options{Prefix: cfg.Prefix, Crawl: cfg.Crawl})
+	fr, meta, err := frontier.Open(ctx, rdb, &frontier.Options{Prefix: cfg.Prefix, Crawl: cfg.Crawl})
+	if errors.Is(err, frontier.ErrNoCrawl) {
+		return fmt.Errorf("no crawl %s under prefix %s (see crawler crawls)", cfg.Crawl, cfg.Prefix)
+	}
+	if err != nil {
+		return err
+	}
 	st, err := fr.Stats(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "crawl %s on %s: %d queued, %d in flight, %d done, %d failed, %d URLs seen\n\n",
+	fmt.Fprintf(stdout, "crawl %s on %s: %d queued, %d in flight, %d done, %d failed, %d URLs seen\n",
 		cfg.Crawl, cfg.RedisAddrs(), st.Queued, st.InFlight, st.Done, st.Failed, st.Seen)
+	// The crawl's own limits, as its processes recorded them, not this
+	// process's flags.
+	perSite := meta.MaxPerSite
+	fmt.Fprintf(stdout, "limits: %s\n\n", limits(meta, st))
+	if perSite == 0 { // a crawl from before the limits were recorded
+		perSite = cfg.MaxPerSite
+	}
 	sites, err := fr.Sites(ctx)
 	if err != nil {
 		return err
@@ -47,10 +64,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "site\tlimit\tholders\twaiters\tqueued\tready in\tdelay left\t")
 	for _, s := range sites {
-		limit, known := cfg.MaxPerSite, "?"
+		limit, known := perSite, "?"
 		for _, scheme := range []string{"http", "https"} { // one robots.txt each; the site's permits are shared
 			if pol, ok, err := rob.Cached(ctx, &url.URL{Scheme: scheme, Host: s.Site}); err == nil && ok {
-				limit, known = min(limit, pol.Cap(cfg.MaxPerSite)), ""
+				limit, known = min(limit, pol.Cap(perSite)), ""
 			}
 		}
 		ls, err := lim.Status(ctx, s.Site, limit)
@@ -68,7 +85,38 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	tw.Flush()
 	if len(sites) > 0 {
-		fmt.Fprintln(stdout, "\nlimit?: robots.txt not fetched yet; the configured cap is shown.")
+		fmt.Fprintln(stdout, "\nlimit?: robots.txt not fetched yet; the crawl's max per site is shown.")
 	}
 	return nil
+}
+
+// limits says what the crawl applies, from its meta: shards, page limit
+// (and what waits past it), per-site limit, site key, and when its keys
+// expire.
+func limits(m frontier.Meta, st frontier.Stats) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d shards", m.Shards)
+	switch {
+	case m.MaxPages > 0:
+		fmt.Fprintf(&b, ", max pages %d", m.MaxPages)
+	case m.MaxPages == 0:
+		b.WriteString(", no page limit")
+	}
+	if st.Over > 0 || st.Dropped > 0 {
+		fmt.Fprintf(&b, " (%d URLs past it wait for a run with a higher --max-pages", st.Over)
+		if st.Dropped > 0 {
+			fmt.Fprintf(&b, "; %d dropped, the overflow full", st.Dropped)
+		}
+		b.WriteString(")")
+	}
+	if m.MaxPerSite > 0 {
+		fmt.Fprintf(&b, ", max per site %d", m.MaxPerSite)
+	} else {
+		b.WriteString(", max per site not recorded (created by an older crawler: this command's --max-per-site is shown)")
+	}
+	if m.SiteKey != "" {
+		fmt.Fprintf(&b, ", site key %s", m.SiteKey)
+	}
+	fmt.Fprintf(&b, "; its keys expire in %s unless a process works on it", m.ExpiresIn.Round(time.Second))
+	return b.String()
 }

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/polite-crawler/polite/config"
+	"github.com/polite-crawler/polite/frontier"
+)
+
+// runCrawls lists the crawls under --prefix with their state.
+func runCrawls(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, fs, err := loadConfig("crawls", args, stderr, func(fs *flag.FlagSet) {
+		fmt.Fprintln(stderr, "Usage: crawler crawls [flags]")
+		fmt.Fprintln(stderr, "\nLists the crawls under --prefix: each one's state (running: URLs queued or in flight; limit:")
+		fmt.Fprintln(stderr, "nothing left but URLs past its --max-pages, which a run with a higher one continues with;")
+		fmt.Fprintln(stderr, "done; expired: registered, but its keys are gone), counts, limits, and when its keys expire")
+		fmt.Fprintln(stderr, "unless a process works on it (--crawl-ttl). Only --redis* and --prefix matter.")
+		fmt.Fprintln(stderr, "\nFlags:")
+		fs.PrintDefaults()
+	})
+	if err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected arguments %q", fs.Args())
+	}
+	rdb, err := connect(ctx, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	crawls, complete, err := frontier.List(ctx, rdb, cfg.Prefix)
+	if err != nil {
+		return err
+	}
+	if len(crawls) == 0 {
+		fmt.Fprintf(stdout, "no crawls under prefix %s on %s\n", cfg.Prefix, cfg.RedisAddrs())
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "crawl\tstate\tqueued\tin flight\tdone\tfailed\tpast limit\tshards\tmax pages\tmax per site\tcreated\texpires in\t")
+		for _, c := range crawls {
+			if c.State == frontier.StateExpired {
+				fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t\t\t\t\n", c.Name, c.State)
+				continue
+			}
+			m, st := c.Meta, c.Stats
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n", c.Name, c.State, st.Queued, st.InFlight, st.Done, st.Failed,
+				st.Over, m.Shards, maxPages(m.MaxPages), perSite(m.MaxPerSite), created(m.Created), m.ExpiresIn.Round(time.Second))
+		}
+		tw.Flush()
+	}
+	if !complete {
+		fmt.Fprintf(stdout, "\nThe scan for crawls created by older crawlers stopped after %d keys: some may be missing.\n", frontier.ScanBudget)
+	}
+	return nil
+}
+
+// maxPages shows a crawl's page limit: none, or ? when not recorded.
+func maxPages(n int) string {
+	switch {
+	case n < 0:
+		return "?"
+	case n == 0:
+		return "none"
+	}
+	return strconv.Itoa(n)
+}
+
+// perSite shows a crawl's per-site limit, ? when not recorded.
+func perSite(n int) string {
+	if n <= 0 {
+		return "?"
+	}
+	return strconv.Itoa(n)
+}
+
+func created(t time.Time) string {
+	if t.IsZero() {
+		return "?"
+	}
+	return t.UTC().Format(time.DateTime)
+}
+
+// runDelete deletes a crawl's keys, or says which it would.
+func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var yes, force bool
+	cfg, fs, err := loadConfigExtra("delete", args, stderr, func(fs *flag.FlagSet) {
+		fs.BoolVar(&yes, "yes", false, "delete: without it, only say what would be deleted")
+		fs.BoolVar(&force, "force", false, "delete even when items are in flight (stop the crawl's workers first: they would lose them)")
+	}, func(fs *flag.FlagSet) {
+		fmt.Fprintln(stderr, "Usage: crawler delete --crawl NAME [--yes] [--force] [flags]")
+		fmt.Fprintln(stderr, "\nDeletes every key of a crawl: its meta, scope, queues, seen URLs and counts, and its entry in")
+		fmt.Fprintln(stderr, "'crawler crawls'. Without --yes it only says what it would delete (a dry run). Sites' permits")
+		fmt.Fprintln(stderr, "and robots.txt policies are shared by crawls and stay. It refuses a crawl with items in flight")
+		fmt.Fprintln(stderr, "unless --force, and exits 1 for a crawl that does not exist. Only --redis*, --prefix and")
+		fmt.Fprintln(stderr, "--crawl of the other flags matter.")
+		fmt.Fprintln(stderr, "\nFlags:")
+		fs.PrintDefaults()
+	})
+	if err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected arguments %q (name the crawl with --crawl)", fs.Args())
+	}
+	rdb, err := connect(ctx, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	d, err := frontier.Delete(ctx, rdb, cfg.Prefix, cfg.Crawl, frontier.DeleteOptions{DryRun: !yes, Force: force})
+	switch {
+	case errors.Is(err, frontier.ErrNoCrawl):
+		return fmt.Errorf("no crawl %s under prefix %s (see crawler crawls)", cfg.Crawl, cfg.Prefix)
+	case errors.Is(err, frontier.ErrRunning):
+		return fmt.Errorf("crawl %s has %d items in flight: stop its workers first, or add --force", cfg.Crawl, d.InFlight)
+	case err != nil:
+		return err
+	}
+	what := fmt.Sprintf("crawl %s under prefix %s: %d keys (%d shards, %d site queues)", cfg.Crawl, cfg.Prefix, d.Keys, d.Shards, d.Queues)
+	if d.Registered {
+		what += " and its registry entry"
+	}
+	if yes {
+		fmt.Fprintf(stdout, "deleted %s\n", what)
+	} else {
+		fmt.Fprintf(stdout, "would delete %s\ndry run: nothing deleted; add --yes to delete\n", what)
+	}
+	if !d.Complete {
+		fmt.Fprintf(stdout, "the scan for the crawl's keys stopped after %d keys: keys it did not reach expire with the crawl's TTL\n", frontier.ScanBudget)
+	}
+	return nil
+}
+
+// loadConfigExtra is loadConfig with the command's own flags, defined by
+// extra, besides the Config's.
+func loadConfigExtra(name string, args []string, stderr io.Writer, extra, usage func(fs *flag.FlagSet)) (*config.Config, *flag.FlagSet, error) {
+	fs := flag.NewFlagSet("crawler "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(fs) }
+	extra(fs)
+	cfg, err := config.Load(fs, args, os.Getenv)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil, nil, err
+	case err != nil:
+		return nil, nil, usageErr("%v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, usageErr("invalid settings:\n%v", err)
+	}
+	return cfg, fs, nil
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/polite-crawler/polite/frontier"
+	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// crawler runs the binary to its end: its stdout, stderr and exit code.
+func crawler(t *testing.T, ctx context.Context, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, build(t), args...)
+	var out, errs strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("crawler %v: %v", args, err)
+	}
+	return out.String(), errs.String(), code
+}
+
+// A crawl's life through the binary: a run stops at --max-pages, with its
+// --crawl-ttl on the keys; status shows the limits the crawl uses (not its
+// own flags), crawls lists it at its limit; a second run with a higher
+// --max-pages continues with the links the first found past the limit and
+// fetches none twice; delete is a dry run without --yes, then deletes
+// every key of the crawl; an unknown crawl is an error (exit 1) for status
+// and delete.
+func TestCrawlLifecycle(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	ts, seeds := startSites(t, "uniform", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rdb := rs.Client()
+	defer rdb.Close()
+	redisURL := "redis://" + rs.Addr
+	crawl := "life"
+	opened := func() (frontier.Meta, frontier.Stats) {
+		t.Helper()
+		f, m, err := frontier.Open(ctx, rdb, &frontier.Options{Crawl: crawl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := f.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, st
+	}
+	run := func(maxPages string) {
+		t.Helper()
+		args := append([]string{"run", "--redis", redisURL, "--crawl", crawl, "--progress", "1h", "--max-pages", maxPages,
+			"--max-per-site", "2", "--crawl-ttl", "2h"}, seeds...)
+		if _, stderr, code := crawler(t, ctx, args...); code != 0 {
+			t.Fatalf("run --max-pages %s: exit %d\n%s", maxPages, code, stderr)
+		}
+	}
+
+	run("5")
+	m, st := opened()
+	if st.Done+st.Failed != 5 || st.Admitted != 5 || st.Over == 0 {
+		t.Fatalf("after a run to --max-pages 5: %+v", st)
+	}
+	if ttl := rdb.PTTL(ctx, "polite:{crawl:life}:meta").Val(); ttl <= time.Hour || ttl > 2*time.Hour {
+		t.Fatalf("meta TTL %s; want --crawl-ttl 2h", ttl)
+	}
+	if m.MaxPages != 5 || m.MaxPerSite != 2 || m.Shards != 1 {
+		t.Fatalf("meta %+v", m)
+	}
+	out, stderr, code := crawler(t, ctx, "status", "--redis", redisURL, "--crawl", crawl, "--max-per-site", "7")
+	if code != 0 || !strings.Contains(out, "1 shards, max pages 5 (") || !strings.Contains(out, "max per site 2") ||
+		!strings.Contains(out, "site key host") || strings.Contains(out, "max per site 7") {
+		t.Fatalf("status: exit %d\n%s%s", code, out, stderr)
+	}
+	out, stderr, code = crawler(t, ctx, "crawls", "--redis", redisURL)
+	if code != 0 || !hasRow(out, crawl, "limit") {
+		t.Fatalf("crawls: exit %d\n%s%s", code, out, stderr)
+	}
+
+	run("12")
+	if _, st := opened(); st.Done+st.Failed != 12 || st.Admitted != 12 || st.Queued != 0 {
+		t.Fatalf("after a run with --max-pages 12: %+v", st)
+	}
+	checkFetchedOnce(t, ts)
+	if m, _ := opened(); m.MaxPages != 12 {
+		t.Fatalf("meta after the second run %+v", m)
+	}
+
+	for _, args := range [][]string{{"status", "--crawl", "nosuchcrawl"}, {"delete", "--crawl", "nosuchcrawl", "--yes"}} {
+		out, stderr, code := crawler(t, ctx, append(args, "--redis", redisURL)...)
+		if code != 1 || !strings.Contains(stderr, "no crawl nosuchcrawl under prefix polite (see crawler crawls)") {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, stderr)
+		}
+	}
+	if n := rdb.Exists(ctx, "polite:{crawl:nosuchcrawl}:meta").Val(); n != 0 {
+		t.Fatal("status created the crawl it did not find")
+	}
+
+	keys := func() []string {
+		ks, err := rdb.Keys(ctx, "polite:*crawl:"+crawl+"}*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ks
+	}
+	before := len(keys())
+	robotsKeys, _ := rdb.Keys(ctx, "polite:*robots*").Result()
+	out, stderr, code = crawler(t, ctx, "delete", "--redis", redisURL, "--crawl", crawl)
+	if code != 0 || !strings.Contains(out, "would delete crawl life") || !strings.Contains(out, "nothing deleted") || len(keys()) != before {
+		t.Fatalf("delete without --yes: exit %d, %d of %d keys left\n%s%s", code, len(keys()), before, out, stderr)
+	}
+	out, stderr, code = crawler(t, ctx, "delete", "--redis", redisURL, "--crawl", crawl, "--yes")
+	if code != 0 || !strings.HasPrefix(out, "deleted crawl life") || len(keys()) != 0 {
+		t.Fatalf("delete --yes: exit %d, keys left %q\n%s%s", code, keys(), out, stderr)
+	}
+	if ks, _ := rdb.Keys(ctx, "polite:*robots*").Result(); len(ks) != len(robotsKeys) || len(ks) == 0 {
+		t.Errorf("robots.txt keys %q after delete, %q before: crawls share them, and delete must leave them", ks, robotsKeys)
+	}
+	out, _, code = crawler(t, ctx, "crawls", "--redis", redisURL)
+	if code != 0 || !strings.Contains(out, "no crawls under prefix polite") {
+		t.Fatalf("crawls after delete: exit %d\n%s", code, out)
+	}
+}
+
+// delete refuses a crawl with items in flight unless --force.
+func TestDeleteRunningCrawl(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb := rs.Client()
+	defer rdb.Close()
+	f := frontier.New(rdb, &frontier.Options{Crawl: "busy"})
+	if _, err := f.Seed(ctx, "http://a.example/", "http://b.example/"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Next(ctx); err != nil { // in flight, as a worker's
+		t.Fatal(err)
+	}
+	redisURL := "redis://" + rs.Addr
+	out, stderr, code := crawler(t, ctx, "crawls", "--redis", redisURL)
+	if code != 0 || !hasRow(out, "busy", "running") {
+		t.Fatalf("crawls: exit %d\n%s%s", code, out, stderr)
+	}
+	out, stderr, code = crawler(t, ctx, "delete", "--redis", redisURL, "--crawl", "busy", "--yes")
+	if code != 1 || !strings.Contains(stderr, "crawl busy has 1 items in flight: stop its workers first, or add --force") {
+		t.Fatalf("delete of a running crawl: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, _, err := frontier.Open(ctx, rdb, &frontier.Options{Crawl: "busy"}); err != nil {
+		t.Fatalf("after a refused delete: %v", err)
+	}
+	out, stderr, code = crawler(t, ctx, "delete", "--redis", redisURL, "--crawl", "busy", "--yes", "--force")
+	if code != 0 || !strings.HasPrefix(out, "deleted crawl busy") {
+		t.Fatalf("delete --force: exit %d\n%s%s", code, out, stderr)
+	}
+	if ks, _ := rdb.Keys(ctx, "*busy*").Result(); len(ks) != 0 {
+		t.Fatalf("left %q", ks)
+	}
+	if err := rdb.ZScore(ctx, "polite:crawls", "busy").Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("registry entry: %v", err)
+	}
+}
+
+// hasRow is whether a table line starts with the name, then the state.
+func hasRow(table, name, state string) bool {
+	for _, line := range strings.Split(table, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == name && f[1] == state {
+			return true
+		}
+	}
+	return false
+}
