@@ -26,36 +26,40 @@ import (
 
 // Config is everything `crawler run` can be told.
 type Config struct {
-	Redis         string        `yaml:"redis" env:"CRAWLER_REDIS_URL" flag:"redis" help:"Redis URL: redis://[user:password@]host:port[/db], or rediss:// for TLS"`
-	RedisCluster  []string      `yaml:"redis_cluster" env:"CRAWLER_REDIS_CLUSTER" flag:"redis-cluster" help:"Redis Cluster node addresses, comma-separated (instead of --redis; user, password and TLS from --redis)"`
-	RedisSentinel string        `yaml:"redis_sentinel" env:"CRAWLER_REDIS_SENTINEL" flag:"redis-sentinel" help:"Sentinel: master@host:port,host:port (instead of --redis; user, password and TLS from --redis)"`
-	RedisCA       string        `yaml:"redis_ca" env:"CRAWLER_REDIS_CA" flag:"redis-ca" help:"PEM file of CA certificates to trust for rediss:// besides the system's (a private CA)"`
-	Prefix        string        `yaml:"prefix" env:"CRAWLER_PREFIX" flag:"prefix" help:"prefix of every Redis key"`
-	Crawl         string        `yaml:"crawl" env:"CRAWLER_CRAWL" flag:"crawl" help:"name of the crawl; workers with the same name share it"`
-	MaxPerSite    int           `yaml:"max_per_site" env:"CRAWLER_MAX_PER_SITE" flag:"max-per-site" help:"most requests at once per site, fleet-wide (robots.txt may ask for fewer)"`
-	Workers       int           `yaml:"workers" env:"CRAWLER_WORKERS" flag:"workers" help:"concurrent fetches in this process"`
-	UserAgent     string        `yaml:"user_agent" env:"CRAWLER_USER_AGENT" flag:"user-agent" help:"User-Agent; its product token is matched against robots.txt groups"`
-	Lease         time.Duration `yaml:"lease" env:"CRAWLER_LEASE" flag:"lease" help:"permit lease; a permit not refreshed for this long is lost"`
-	Semaphore     string        `yaml:"semaphore" env:"CRAWLER_SEMAPHORE" flag:"semaphore" help:"semaphore mode: locked (Redis in Action, lock-guarded) or atomic (one Lua script)"`
-	SiteKey       string        `yaml:"site_key" env:"CRAWLER_SITE_KEY" flag:"site-key" help:"what one cap covers: host (each host:port) or domain (every host of a registered domain together; robots.txt stays per host); every process of a crawl must give the same"`
-	MaxPages      int           `yaml:"max_pages" env:"CRAWLER_MAX_PAGES" flag:"max-pages" help:"stop admitting URLs after this many (0: no limit)"`
-	Shards        int           `yaml:"shards" env:"CRAWLER_SHARDS" flag:"shards" help:"hash tags the crawl's frontier spreads over, for Redis Cluster; fixed by the crawl's first process (later ones use the crawl's)"`
-	CrawlTTL      time.Duration `yaml:"crawl_ttl" env:"CRAWLER_CRAWL_TTL" flag:"crawl-ttl" help:"how long a crawl's keys stay in Redis once no process works on it (each process refreshes them while it runs); 'crawler delete' removes them sooner"`
-	MaxDepth      int           `yaml:"max_depth" env:"CRAWLER_MAX_DEPTH" flag:"max-depth" help:"follow links at most this many hops from a seed (0: no limit)"`
-	Out           string        `yaml:"out" env:"CRAWLER_OUT" flag:"out" help:"write one JSON line per fetch to this file (url, status, bytes, fetched_at, worker)"`
-	MetricsAddr   string        `yaml:"metrics_addr" env:"CRAWLER_METRICS_ADDR" flag:"metrics-addr" help:"serve Prometheus /metrics here (e.g. 127.0.0.1:9090; empty: off)"`
-	Visibility    time.Duration `yaml:"visibility" env:"CRAWLER_VISIBILITY" flag:"visibility" help:"a URL taken by a worker that goes quiet is handed to another after this"`
-	MaxAttempts   int           `yaml:"max_attempts" env:"CRAWLER_MAX_ATTEMPTS" flag:"max-attempts" help:"tries per URL on 5xx, 429 and network errors"`
-	Timeout       time.Duration `yaml:"timeout" env:"CRAWLER_TIMEOUT" flag:"timeout" help:"one request, waiting for its permit included (robots.txt: up to this for its permit, then this again for the request)"`
-	MaxBodySize   int           `yaml:"max_body_size" env:"CRAWLER_MAX_BODY_SIZE" flag:"max-body-size" help:"bytes read of a response body"`
-	MaxCrawlDelay time.Duration `yaml:"max_crawl_delay" env:"CRAWLER_MAX_CRAWL_DELAY" flag:"max-crawl-delay" help:"longest Crawl-delay honoured; longer ones are clamped"`
-	StopGrace     time.Duration `yaml:"stop_grace" env:"CRAWLER_STOP_GRACE" flag:"stop-grace" help:"on SIGINT/SIGTERM, how long downloads under way may go on to finish, so that no other worker fetches them again (0: cancel them at once)"`
-	Forever       bool          `yaml:"forever" env:"CRAWLER_FOREVER" flag:"forever" help:"keep waiting for new URLs when the crawl is done"`
-	Progress      time.Duration `yaml:"progress" env:"CRAWLER_PROGRESS" flag:"progress" help:"how often to report progress"`
-	MaxURLLength  int           `yaml:"max_url_length" env:"CRAWLER_MAX_URL_LENGTH" flag:"max-url-length" help:"links longer than this (bytes) are dropped and counted, never fetched"`
-	MaxPerIP      int           `yaml:"max_per_ip" env:"CRAWLER_MAX_PER_IP" flag:"max-per-ip" help:"most requests at once per server address, fleet-wide, on top of the site cap (0: off); an IPv6 address counts with its /64"`
-	Resolve       Repeated      `yaml:"resolve" env:"CRAWLER_RESOLVE" flag:"resolve" help:"HOST:PORT:ADDR[,ADDR...]: connect to ADDR for HOST:PORT instead of asking DNS, as curl's --resolve (repeatable; HOST * is any host on PORT; the variable takes several, space-separated)"`
-	Strict        bool          `yaml:"strict" env:"CRAWLER_STRICT" flag:"strict" help:"refuse to start on a Redis that may evict our keys (maxmemory-policy other than noeviction) or whose policy cannot be read, rather than warn"`
+	Redis              string        `yaml:"redis" env:"CRAWLER_REDIS_URL" flag:"redis" help:"Redis URL: redis://[user:password@]host:port[/db], or rediss:// for TLS"`
+	RedisCluster       []string      `yaml:"redis_cluster" env:"CRAWLER_REDIS_CLUSTER" flag:"redis-cluster" help:"Redis Cluster node addresses, comma-separated (instead of --redis; user, password and TLS from --redis)"`
+	RedisSentinel      string        `yaml:"redis_sentinel" env:"CRAWLER_REDIS_SENTINEL" flag:"redis-sentinel" help:"Sentinel: master@host:port,host:port (instead of --redis; user, password and TLS from --redis)"`
+	RedisCA            string        `yaml:"redis_ca" env:"CRAWLER_REDIS_CA" flag:"redis-ca" help:"PEM file of CA certificates to trust for rediss:// besides the system's (a private CA)"`
+	Prefix             string        `yaml:"prefix" env:"CRAWLER_PREFIX" flag:"prefix" help:"prefix of every Redis key"`
+	Crawl              string        `yaml:"crawl" env:"CRAWLER_CRAWL" flag:"crawl" help:"name of the crawl; workers with the same name share it"`
+	MaxPerSite         int           `yaml:"max_per_site" env:"CRAWLER_MAX_PER_SITE" flag:"max-per-site" help:"most requests at once per site, fleet-wide (robots.txt may ask for fewer)"`
+	Workers            int           `yaml:"workers" env:"CRAWLER_WORKERS" flag:"workers" help:"concurrent fetches in this process"`
+	UserAgent          string        `yaml:"user_agent" env:"CRAWLER_USER_AGENT" flag:"user-agent" help:"User-Agent; its product token is matched against robots.txt groups"`
+	Lease              time.Duration `yaml:"lease" env:"CRAWLER_LEASE" flag:"lease" help:"permit lease; a permit not refreshed for this long is lost"`
+	Semaphore          string        `yaml:"semaphore" env:"CRAWLER_SEMAPHORE" flag:"semaphore" help:"semaphore mode: locked (Redis in Action, lock-guarded) or atomic (one Lua script)"`
+	SiteKey            string        `yaml:"site_key" env:"CRAWLER_SITE_KEY" flag:"site-key" help:"what one cap covers: host (each host:port) or domain (every host of a registered domain together; robots.txt stays per host); every process of a crawl must give the same"`
+	MaxPages           int           `yaml:"max_pages" env:"CRAWLER_MAX_PAGES" flag:"max-pages" help:"stop admitting URLs after this many (0: no limit)"`
+	Shards             int           `yaml:"shards" env:"CRAWLER_SHARDS" flag:"shards" help:"hash tags the crawl's frontier spreads over, for Redis Cluster; fixed by the crawl's first process (later ones use the crawl's)"`
+	CrawlTTL           time.Duration `yaml:"crawl_ttl" env:"CRAWLER_CRAWL_TTL" flag:"crawl-ttl" help:"how long a crawl's keys stay in Redis once no process works on it (each process refreshes them while it runs); 'crawler delete' removes them sooner"`
+	MaxDepth           int           `yaml:"max_depth" env:"CRAWLER_MAX_DEPTH" flag:"max-depth" help:"follow links at most this many hops from a seed (0: no limit)"`
+	Out                string        `yaml:"out" env:"CRAWLER_OUT" flag:"out" help:"write one JSON line per fetch to this file (url, status, bytes, fetched_at, worker)"`
+	MetricsAddr        string        `yaml:"metrics_addr" env:"CRAWLER_METRICS_ADDR" flag:"metrics-addr" help:"serve Prometheus /metrics here (e.g. 127.0.0.1:9090; empty: off)"`
+	Visibility         time.Duration `yaml:"visibility" env:"CRAWLER_VISIBILITY" flag:"visibility" help:"a URL taken by a worker that goes quiet is handed to another after this"`
+	MaxAttempts        int           `yaml:"max_attempts" env:"CRAWLER_MAX_ATTEMPTS" flag:"max-attempts" help:"tries per URL on 5xx, 429 and network errors"`
+	Timeout            time.Duration `yaml:"timeout" env:"CRAWLER_TIMEOUT" flag:"timeout" help:"one request, waiting for its permit included (robots.txt: up to this for its permit, then this again for the request)"`
+	MaxBodySize        int           `yaml:"max_body_size" env:"CRAWLER_MAX_BODY_SIZE" flag:"max-body-size" help:"bytes read of a response body"`
+	MaxCrawlDelay      time.Duration `yaml:"max_crawl_delay" env:"CRAWLER_MAX_CRAWL_DELAY" flag:"max-crawl-delay" help:"longest Crawl-delay honoured; longer ones are clamped"`
+	StopGrace          time.Duration `yaml:"stop_grace" env:"CRAWLER_STOP_GRACE" flag:"stop-grace" help:"on SIGINT/SIGTERM, how long downloads under way may go on to finish, so that no other worker fetches them again (0: cancel them at once)"`
+	Forever            bool          `yaml:"forever" env:"CRAWLER_FOREVER" flag:"forever" help:"keep waiting for new URLs when the crawl is done"`
+	Progress           time.Duration `yaml:"progress" env:"CRAWLER_PROGRESS" flag:"progress" help:"how often to report progress"`
+	MaxURLLength       int           `yaml:"max_url_length" env:"CRAWLER_MAX_URL_LENGTH" flag:"max-url-length" help:"links longer than this (bytes) are dropped and counted, never fetched"`
+	MaxPerIP           int           `yaml:"max_per_ip" env:"CRAWLER_MAX_PER_IP" flag:"max-per-ip" help:"most requests at once per server address, fleet-wide, on top of the site cap (0: off); an IPv6 address counts with its /64"`
+	Resolve            Repeated      `yaml:"resolve" env:"CRAWLER_RESOLVE" flag:"resolve" help:"HOST:PORT:ADDR[,ADDR...]: connect to ADDR for HOST:PORT instead of asking DNS, as curl's --resolve (repeatable; HOST * is any host on PORT; the variable takes several, space-separated)"`
+	Adaptive           bool          `yaml:"adaptive" env:"CRAWLER_ADAPTIVE" flag:"adaptive" help:"adapt each site's cap and delay to its health, fleet-wide: fewer requests at once to a site that slows down or fails, a growing hold-off after a 429/503 without Retry-After (--adaptive=false: the cap alone)"`
+	AdaptiveBackoff    time.Duration `yaml:"adaptive_backoff" env:"CRAWLER_ADAPTIVE_BACKOFF" flag:"adaptive-backoff" help:"first fleet-wide hold-off after a 429 or 503 without Retry-After; it doubles with each repeat"`
+	AdaptiveBackoffMax time.Duration `yaml:"adaptive_backoff_max" env:"CRAWLER_ADAPTIVE_BACKOFF_MAX" flag:"adaptive-backoff-max" help:"longest hold-off after repeated 429/503 without Retry-After (at most 24h)"`
+	AdaptiveForgive    time.Duration `yaml:"adaptive_forgive" env:"CRAWLER_ADAPTIVE_FORGIVE" flag:"adaptive-forgive" help:"a site quiet this long (no 429/503 without Retry-After) starts its hold-offs from --adaptive-backoff again; a site not fetched this long forgets its health"`
+	Strict             bool          `yaml:"strict" env:"CRAWLER_STRICT" flag:"strict" help:"refuse to start on a Redis that may evict our keys (maxmemory-policy other than noeviction) or whose policy cannot be read, rather than warn"`
 }
 
 // Repeated is a setting given once per value: each --flag adds one whole
@@ -83,6 +87,7 @@ func Default() Config {
 		Semaphore: "locked", SiteKey: robots.SiteKeyHost, Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
 		MaxBodySize: 10 << 20, MaxCrawlDelay: 30 * time.Second, Progress: 5 * time.Second,
 		StopGrace: 10 * time.Second, MaxURLLength: 8192, CrawlTTL: 24 * time.Hour,
+		Adaptive: true, AdaptiveBackoff: time.Minute, AdaptiveBackoffMax: 24 * time.Hour, AdaptiveForgive: 30 * time.Minute,
 	}
 }
 
@@ -339,6 +344,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxCrawlDelay < 0 {
 		bad("max-crawl-delay", "%s: want >= 0", c.MaxCrawlDelay)
+	}
+	if c.AdaptiveBackoff < 100*time.Millisecond {
+		bad("adaptive-backoff", "%s: want at least 100ms", c.AdaptiveBackoff)
+	}
+	if c.AdaptiveBackoffMax < c.AdaptiveBackoff || c.AdaptiveBackoffMax > 24*time.Hour {
+		bad("adaptive-backoff-max", "%s: want from --adaptive-backoff (%s) to 24h", c.AdaptiveBackoffMax, c.AdaptiveBackoff)
+	}
+	if c.AdaptiveForgive < time.Second || c.AdaptiveForgive > 24*time.Hour {
+		bad("adaptive-forgive", "%s: want 1s to 24h", c.AdaptiveForgive)
 	}
 	if c.MaxURLLength < MinURLLength {
 		bad("max-url-length", "%d: want at least %d", c.MaxURLLength, MinURLLength)
