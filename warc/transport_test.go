@@ -72,6 +72,17 @@ func server(t *testing.T) *httptest.Server {
 	mux.HandleFunc("/n/", func(w http.ResponseWriter, r *http.Request) {
 		w.Write(noise(int64(len(r.URL.Path)*7919+int(r.URL.Path[len(r.URL.Path)-1])), 16<<10))
 	})
+	mux.HandleFunc("/cut", func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly this!")
+	})
+	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(w, r.Body)
+	})
 	srv := httptest.NewServer(mux) // NotFound for the rest
 	t.Cleanup(srv.Close)
 	return srv
@@ -221,6 +232,47 @@ func TestTruncated(t *testing.T) {
 	}
 	if p[0].resp.truncated != "length" || !bytes.Equal(p[0].resp.payload, bigBody[:n]) {
 		t.Errorf("truncated %q, %d bytes recorded; want length, the %d read", p[0].resp.truncated, len(p[0].resp.payload), n)
+	}
+}
+
+// TestOddExchanges: a body cut by the server (disconnect), a HEAD (no
+// body at all) and a POST (its body in the request record).
+func TestOddExchanges(t *testing.T) {
+	srv := server(t)
+	w, dir := open(t, nil)
+	c := &http.Client{Transport: &Transport{Base: srv.Client().Transport, W: w}}
+	resp, err := c.Get(srv.URL + "/cut")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(resp.Body); string(b) != "only this!" || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("/cut: read %q, %v; want the 10 bytes sent and io.ErrUnexpectedEOF", b, err)
+	}
+	resp.Body.Close()
+	if resp, err = c.Head(srv.URL + "/page"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("HEAD: %v", err)
+	}
+	resp.Body.Close()
+	if resp, err = c.Post(srv.URL+"/echo", "text/plain", strings.NewReader("a=b&c=d")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "a=b&c=d" {
+		t.Fatalf("POST echoed %q", b)
+	}
+	resp.Body.Close()
+	w.Close()
+
+	byURI := exchanges(t, readDir(t, dir))
+	if p := byURI[srv.URL+"/cut"]; len(p) != 1 || p[0].resp.truncated != "disconnect" || string(p[0].resp.payload) != "only this!" {
+		t.Errorf("/cut: %+v, want one response truncated by disconnect with the 10 bytes", p)
+	}
+	if p := byURI[srv.URL+"/page"]; len(p) != 1 || p[0].resp.status != 200 || len(p[0].resp.payload) != 0 ||
+		p[0].resp.truncated != "" || !strings.HasPrefix(p[0].req.head, "HEAD /page ") {
+		t.Errorf("HEAD /page: %+v", p)
+	}
+	if p := byURI[srv.URL+"/echo"]; len(p) != 1 || string(p[0].req.payload) != "a=b&c=d" || string(p[0].resp.payload) != "a=b&c=d" ||
+		!strings.HasPrefix(p[0].req.head, "POST /echo ") {
+		t.Errorf("POST /echo: %+v", p)
 	}
 }
 

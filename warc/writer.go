@@ -211,18 +211,21 @@ func (w *Writer) write(x *exchange) (err error) {
 			w.undo(start)
 		}
 	}()
+	x.mu.Lock() // the trace hooks could still fire on a server that answered early
+	ip, truncated, reqTruncated := x.ip, x.truncated, x.reqTruncated
+	x.mu.Unlock()
 	respID, reqID := urn(), urn()
 	date := x.date.UTC().Format(time.RFC3339)
 	fields := func(typ, id, ct string) [][2]string {
 		f := [][2]string{{"WARC-Type", typ}, {"WARC-Record-ID", id}, {"WARC-Date", date}, {"WARC-Target-URI", x.uri}}
-		if x.ip != "" {
-			f = append(f, [2]string{"WARC-IP-Address", x.ip})
+		if ip != "" {
+			f = append(f, [2]string{"WARC-IP-Address", ip})
 		}
 		return append(f, [2]string{"WARC-Warcinfo-ID", w.infoID}, [2]string{"Content-Type", ct})
 	}
 	resp := fields("response", respID, "application/http; msgtype=response")
-	if x.truncated != "" {
-		resp = append(resp, [2]string{"WARC-Truncated", x.truncated})
+	if truncated != "" {
+		resp = append(resp, [2]string{"WARC-Truncated", truncated})
 	}
 	resp = append(resp, [2]string{"WARC-Payload-Digest", digest(x.resp.payload)})
 	if err := w.record(resp, x.resp); err != nil {
@@ -230,14 +233,14 @@ func (w *Writer) write(x *exchange) (err error) {
 	}
 	req := fields("request", reqID, "application/http; msgtype=request")
 	req = append(req, [2]string{"WARC-Concurrent-To", respID})
-	if x.reqTruncated != "" {
-		req = append(req, [2]string{"WARC-Truncated", x.reqTruncated})
+	if reqTruncated != "" {
+		req = append(req, [2]string{"WARC-Truncated", reqTruncated})
 	}
 	if err := w.record(req, x.req); err != nil {
 		return err
 	}
 	w.exchanges.Add(1)
-	if x.truncated != "" {
+	if truncated != "" {
 		w.truncated.Add(1)
 	}
 	if w.size >= w.max {
