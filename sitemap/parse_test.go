@@ -203,7 +203,7 @@ func TestParseLimits(t *testing.T) {
 		}
 	})
 	t.Run("gzip bomb", func(t *testing.T) {
-		bomb := gz(t, "http://a.example/1\n"+strings.Repeat(" ", 32<<20))
+		bomb := gz(t, "http://a.example/1\n"+strings.Repeat(" ", 8<<20))
 		p := parse(t, strings.NewReader(bomb), &Options{MaxBytes: 1 << 20}, true)
 		if p.err != nil || !p.doc.Truncated || !p.doc.Gzip || locs(p.entries) != "http://a.example/1" {
 			t.Fatalf("%+v %v %q, want 1 entry, truncated", p.doc, p.err, locs(p.entries))
@@ -242,14 +242,14 @@ func TestParseHostile(t *testing.T) {
 		{name: "endless attributes", in: &endless{head: "<urlset><url ", body: "a='1' "}, maxRead: 2 * (DefaultMaxLocLength + tokenSlack), malforms: true},
 		{name: "endless comment", in: &endless{head: "<urlset><!--", body: "-"}, maxRead: 2 * (DefaultMaxLocLength + tokenSlack), malforms: true},
 		{name: "endless doctype", in: &endless{head: "<!DOCTYPE x [", body: "<!ENTITY a 'b'>"}, maxRead: 2 * (DefaultMaxLocLength + tokenSlack), malforms: true},
-		{name: "endless line", in: &endless{head: "http://a.example/1\nhttp://", body: "a"}, entries: 1, maxRead: DefaultMaxBytes + tokenSlack + 1},
+		{name: "endless line", in: &endless{head: "http://a.example/1\nhttp://", body: "a"}, entries: 1, maxRead: 4<<20 + tokenSlack + 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			p := parse(t, c.in, nil, true)
+			p := parse(t, c.in, &Options{MaxBytes: 4 << 20}, true)
 			runtime.ReadMemStats(&after)
 			if c.malforms != errors.Is(p.err, ErrMalformed) || (!c.malforms && p.err != nil) {
 				t.Errorf("err %v, want malformed: %v", p.err, c.malforms)
