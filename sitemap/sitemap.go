@@ -77,31 +77,35 @@ type Doc struct {
 }
 
 // Parse reads one sitemap document from r and calls emit with the
-// document's Kind (URLSet, Index or Text) and each entry, in document order. It undoes gzip (up to two layers, detected by the
-// magic bytes), reads XML when the first byte that is not a byte order
-// mark or white space is '<', and a text sitemap otherwise (text is true
-// when that is allowed; when it is not, such a document is Unknown). It
-// stops without error at Options.MaxBytes or Options.MaxURLsPerFile
-// (Doc.Truncated) and at the end of an Unknown document's root element's
-// start tag; it returns ErrMalformed (wrapped) for broken input, and emit's
-// error as it is. Custom entities are never expanded (an undefined
-// reference such as "&lol;" is left as written), and no DTD is read.
+// document's Kind (URLSet, Index or Text) and each entry, in document
+// order. It undoes gzip (up to two layers, detected by the magic bytes),
+// then reads XML when the first byte that is not a byte order mark or white
+// space (within the first 512) is '<', and a text sitemap otherwise, when
+// text allows one (otherwise the document is Unknown). XML is read with no
+// DTD: custom entities are never expanded (an undefined reference such as
+// "&lol;" is left as written). An XML document whose root is not <urlset>
+// or <sitemapindex> is Unknown and read no further than its root's tag.
+//
+// Parse stops without error at Options.MaxBytes or Options.MaxURLsPerFile
+// (Doc.Truncated). It returns ErrMalformed (wrapped) for broken gzip or
+// XML, elements nested deeper than 16, or one XML token (a tag, a run of
+// text, a comment, a DOCTYPE) longer than Options.MaxLocLength + 64 KiB;
+// an error of r (wrapped); and emit's error as it is. It never reads more
+// than Options.MaxBytes + 64 KiB from r, and emits nothing after an error.
 func Parse(r io.Reader, o *Options, text bool, emit func(Kind, Entry) error) (Doc, error) {
-	opt := o.get()
-	p := &parser{o: opt, emit: emit}
+	p := &parser{o: o.get(), emit: emit}
 	body := &recorder{r: r}
-	doc, err := p.parse(io.LimitReader(body, opt.MaxBytes+tokenSlack), text)
+	err := p.parse(io.LimitReader(body, p.o.MaxBytes+tokenSlack), text)
 	switch {
 	case p.emitErr != nil:
-		return doc, p.emitErr
+		return p.doc, p.emitErr
 	case body.err != nil && body.err != io.EOF:
-		return doc, fmt.Errorf("sitemap: read: %w", body.err)
+		return p.doc, fmt.Errorf("sitemap: read: %w", body.err)
 	}
-	return doc, err
+	return p.doc, err
 }
 
-func (p *parser) parse(r io.Reader, text bool) (Doc, error) {
-	g := &guard{left: p.o.MaxBytes}
+func (p *parser) parse(r io.Reader, text bool) error {
 	src := bufio.NewReaderSize(r, 4096)
 	for range 2 {
 		magic, _ := src.Peek(2)
@@ -110,28 +114,28 @@ func (p *parser) parse(r io.Reader, text bool) (Doc, error) {
 		}
 		zr, err := gzip.NewReader(src)
 		if err != nil {
-			return p.doc, fmt.Errorf("%w: gzip: %w", ErrMalformed, err)
+			return fmt.Errorf("%w: gzip: %w", ErrMalformed, err)
 		}
 		p.doc.Gzip = true
 		src = bufio.NewReaderSize(zr, 4096)
 	}
-	g.r = src
 	head, err := src.Peek(512)
 	if len(head) == 0 && err != nil && err != io.EOF {
-		return p.doc, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
 	head = bytes.TrimLeft(head, " \t\r\n")
+	g := &guard{r: src, left: p.o.MaxBytes}
 	switch {
 	case len(head) == 0:
-		return p.doc, nil
+		return nil
 	case head[0] == '<':
-		return p.doc, p.xml(g)
+		return p.xml(g)
 	case text:
 		p.doc.Kind = Text
-		return p.doc, p.text(g)
+		return p.text(g)
 	}
-	return p.doc, nil
+	return nil
 }
 
 // recorder keeps the first error of the document's own reader, so that a
@@ -185,14 +189,18 @@ func (p *parser) add(e Entry) (done bool, err error) {
 func (p *parser) xml(g *guard) error {
 	g.maxTok = p.o.MaxLocLength + tokenSlack
 	d := xml.NewDecoder(g)
-	d.Strict = false                                                                   // a bare '&' in a URL is common; undefined entities stay as written
-	d.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil } // URLs are ASCII
+	// Not strict: a bare '&' in a URL is common, and undefined entities
+	// stay as written. Any declared encoding is read as it is: URLs are
+	// ASCII.
+	d.Strict = false
+	d.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil }
 	var (
 		depth   int
-		field   *strings.Builder // the <loc> or <lastmod> being read, or nil
+		entry   string           // the entries' element: url or sitemap
+		in      bool             // within an entry
+		field   *strings.Builder // the entry's <loc> or <lastmod> being read, or nil
 		long    bool             // the <loc> being read is too long
 		loc, lm strings.Builder
-		entry   = map[Kind]string{URLSet: "url", Index: "sitemap"}
 	)
 	for {
 		g.token = 0
@@ -218,19 +226,19 @@ func (p *parser) xml(g *guard) error {
 			case depth == 1:
 				switch t.Name.Local {
 				case "urlset":
-					p.doc.Kind = URLSet
+					p.doc.Kind, entry = URLSet, "url"
 				case "sitemapindex":
-					p.doc.Kind = Index
+					p.doc.Kind, entry = Index, "sitemap"
 				default:
 					return nil // not a sitemap: read no further
 				}
-			case depth == 2 && t.Name.Local == entry[p.doc.Kind]:
+			case depth == 2 && t.Name.Local == entry:
+				in, long = true, false
 				loc.Reset()
 				lm.Reset()
-				long = false
-			case depth == 3 && t.Name.Local == "loc":
+			case depth == 3 && in && t.Name.Local == "loc":
 				field = &loc
-			case depth == 3 && t.Name.Local == "lastmod":
+			case depth == 3 && in && t.Name.Local == "lastmod":
 				field = &lm
 			}
 		case xml.CharData:
@@ -250,9 +258,10 @@ func (p *parser) xml(g *guard) error {
 			case 2:
 				field = nil
 			case 1:
-				if t.Name.Local != entry[p.doc.Kind] {
+				if !in {
 					break
 				}
+				in = false
 				e := Entry{Loc: strings.TrimSpace(loc.String()), LastMod: strings.TrimSpace(lm.String())}
 				if long {
 					p.doc.TooLong++
