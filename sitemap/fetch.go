@@ -54,6 +54,10 @@ type Stats struct {
 	Limited bool
 }
 
+// ErrSite is returned (wrapped) by Discover for a site that is not an
+// absolute http(s) URL.
+var ErrSite = errors.New("sitemap: site is not an absolute http(s) URL")
+
 // errEnough stops a document once Options.MaxURLs URLs are handed on.
 var errEnough = errors.New("sitemap: enough URLs")
 
@@ -72,8 +76,12 @@ var errEnough = errors.New("sitemap: enough URLs")
 // sitemap is no error: it is counted in Stats and the others are read.
 // Discover returns an error only when ctx ends (ctx.Err(), wrapped) or
 // found fails (its error, wrapped); the URLs handed on before stay handed
-// on. Each request is bounded by Options.Timeout, body included.
+// on. Each request is bounded by Options.Timeout, body included. It
+// fails at once with ErrSite when site is not an absolute http(s) URL.
 func (f *Fetcher) Discover(ctx context.Context, site *url.URL, fromRobots []string, found func(urls []string) error) (Stats, error) {
+	if site == nil || !isHTTP(site) {
+		return Stats{}, fmt.Errorf("%w: %v", ErrSite, site)
+	}
 	d := &discovery{f: f, o: f.Options.get(), site: site, found: found, seen: make(map[string]bool)}
 	var roots []string
 	for _, s := range fromRobots {

@@ -378,6 +378,16 @@ func TestDiscoverErrors(t *testing.T) {
 	s.serve("/u.xml", "application/xml", urlsetOf("/1", "/2", "/3"))
 	s.serve("/v.xml", "application/xml", urlsetOf("/4"))
 
+	for _, bad := range []string{"", "/x", "ftp://h/", "http:///x"} {
+		u, _ := url.Parse(bad)
+		if _, err := (&Fetcher{}).Discover(context.Background(), u, nil, func([]string) error { return nil }); !errors.Is(err, ErrSite) {
+			t.Errorf("site %q: err %v, want ErrSite", bad, err)
+		}
+	}
+	if _, err := (&Fetcher{}).Discover(context.Background(), nil, nil, nil); !errors.Is(err, ErrSite) {
+		t.Errorf("nil site: err %v, want ErrSite", err)
+	}
+
 	full := errors.New("frontier full")
 	calls := 0
 	_, err := (&Fetcher{Options: &Options{BatchSize: 2}}).Discover(context.Background(), s.u(t), nil, func([]string) error {
