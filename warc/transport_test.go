@@ -387,6 +387,38 @@ func TestWriteErrors(t *testing.T) {
 	}
 }
 
+// TestUndo: an exchange that fails half-way through its records (here its
+// spool file lost bytes) is cut back out of the file; the exchanges before
+// and after it are whole.
+func TestUndo(t *testing.T) {
+	srv := server(t)
+	w, dir := open(t, &Options{MaxMemBytes: 1 << 10})
+	c := &http.Client{Transport: &Transport{Base: srv.Client().Transport, W: w}}
+	get(t, c, srv.URL+"/page")
+
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/big", nil)
+	x := w.newExchange(req)
+	x.head(&http.Response{StatusCode: 200, Proto: "HTTP/1.1", Header: http.Header{}, ContentLength: -1})
+	x.tee(bigBody[:64<<10])
+	if x.resp.f == nil {
+		t.Fatal("64 KiB not spooled to a file")
+	}
+	if err := x.resp.f.Truncate(10 << 10); err != nil {
+		t.Fatal(err)
+	}
+	x.finish(true, nil)
+
+	get(t, c, srv.URL+"/page")
+	w.Close()
+	if s := w.Stats(); s.Errors != 1 || s.Exchanges != 2 || !strings.Contains(fmt.Sprint(w.Err()), "spool") {
+		t.Errorf("stats %+v, err %v: want 2 exchanges and the spool error", s, w.Err())
+	}
+	byURI := exchanges(t, readDir(t, dir))
+	if len(byURI[srv.URL+"/page"]) != 2 || len(byURI[srv.URL+"/big"]) != 0 {
+		t.Errorf("exchanges read back: %d of /page, %d of /big; want 2 and 0", len(byURI[srv.URL+"/page"]), len(byURI[srv.URL+"/big"]))
+	}
+}
+
 // TestNilWriter: a Transport without a Writer only passes requests on.
 func TestNilWriter(t *testing.T) {
 	srv := server(t)

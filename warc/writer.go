@@ -266,7 +266,10 @@ func (w *Writer) record(fields [][2]string, block *spool) error {
 	w.zw.Reset(out)
 	_, err = w.zw.Write(h.Bytes())
 	if err == nil {
-		_, err = io.Copy(w.zw, body)
+		var n int64
+		if n, err = io.Copy(w.zw, body); err == nil && n != block.n {
+			err = fmt.Errorf("spool: %d of %d bytes", n, block.n)
+		}
 	}
 	if err == nil {
 		_, err = io.WriteString(w.zw, "\r\n\r\n")
