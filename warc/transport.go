@@ -39,10 +39,13 @@ const maxHead = 64 << 10
 // Recording never changes an exchange's outcome: RoundTrip returns what
 // Base returned, and the body reads as it would without W (errors of
 // recording are counted in W, see Writer.Err). A request that got no
-// response is not recorded.
+// response is not recorded. Recording costs the caller a copy of what it
+// reads; records are written by the Writer's goroutine, and closing a body
+// waits only while the Writer's queue (Options.Queue) is full.
 //
-// Compression: like http.Transport, Transport asks for gzip when the
-// request names no Accept-Encoding, has no Range and is not HEAD; it does
+// Compression: like http.Transport (without DisableCompression),
+// Transport asks for gzip when the request names no Accept-Encoding, has
+// no Range and is not HEAD; it does
 // so itself so that the response record keeps the gzip bytes the server
 // sent, and decompresses for the caller as http.Transport would
 // (Content-Encoding and Content-Length removed, Uncompressed set). Bodies

@@ -5,9 +5,13 @@
 // Files are gzip-compressed per record, begin with a warcinfo record, are
 // named <prefix>-<timestamp>-<serial>-<pid>~<host>.warc.gz (the WARC 1.1
 // recommendation, in Heritrix's form) and carry the suffix .open while
-// they are written. An exchange is a request record and a response record
-// written one after the other in the same file; the request names the
-// response in WARC-Concurrent-To.
+// they are written (<timestamp> is UTC to the millisecond, <serial> counts
+// the process's files from 00001). An exchange is a response record and
+// its request record, written one after the other in the same file; the
+// request names the response in WARC-Concurrent-To, and every record names
+// its file's warcinfo in WARC-Warcinfo-ID. Digests are sha1 in base32.
+// Revisit records (WARC-Refers-To) are not written: every response is kept
+// whole.
 //
 // The writer is this package's own (see the README for why); the tests
 // read every file back with github.com/nlnwa/gowarc, an independent
