@@ -5,8 +5,11 @@
 -- ARGV[1] entry id   ARGV[2] limit   ARGV[3] lease ms   ARGV[4] key TTL ms
 -- ARGV[5] '1' = apply the site's ceiling (ceiling.lua, read only), '' = not
 -- ARGV[6] the rule's delay ms   ARGV[7] how long a contributor's rule counts (ms)
--- Returns {state, server ms, rank, wait ms, limit, delay ms}, the last two the
--- rule applied; state 1 granted, 2 queued,
+-- ARGV[8] '1' = adaptive politeness: the site's health record tightens the
+-- limit and delay (adaptive.lua)
+-- Returns {state, server ms, rank, wait ms, limit, delay ms, cap, extra
+-- delay ms}: the rule applied (the ceiling's) and the health's effective
+-- cap (0: not reduced) and extra delay, which tighten it; state 1 granted, 2 queued,
 -- 5 lost (the entry's lease had run out, or it was released).
 local id, limit, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
@@ -18,12 +21,22 @@ local oldest, _, new = prune(now, lease, ttl)
 local rank = redis.call('ZRANK', KEYS[2], id)
 if not rank then
   redis.call('ZREM', KEYS[1], id)
-  return {5, now, -1, 0, limit, delay}
+  return {5, now, -1, 0, limit, delay, 0, 0}
 end
 redis.call('ZADD', KEYS[1], 'XX', now, id)
 touch(ttl, lease, new)
-local nxt = next_at()
-if rank < limit and now >= nxt then
-  return {1, now, rank, 0, limit, delay}
+local nxt, elimit, hcap, hdelay
+if ARGV[8] == '1' then
+  local got = redis.call('MGET', KEYS[5], KEYS[7])
+  nxt, elimit, hcap, hdelay = tonumber(got[1] or '0'), health_limit(got[2], limit, 0), 0, 0
+  if got[2] then
+    local a, b = string.match(got[2], '^(%d+) (%d+) ')
+    hcap, hdelay = tonumber(a) or 0, tonumber(b) or 0
+  end
+else
+  nxt, elimit, hcap, hdelay = next_at(), limit, 0, 0
 end
-return {2, now, rank, wait_hint(now, lease, rank, limit, nxt, oldest), limit, delay}
+if rank < elimit and now >= nxt then
+  return {1, now, rank, 0, limit, delay, hcap, hdelay}
+end
+return {2, now, rank, wait_hint(now, lease, rank, elimit, nxt, oldest), limit, delay, hcap, hdelay}

@@ -7,6 +7,7 @@
 --   KEYS[4] lock     STRING ModeLocked's site lock (SET NX PX token)
 --   KEYS[5] next     STRING server ms before which no permit may be granted (crawl delay)
 --   KEYS[6] rules    HASH   contributors' rules (ceiling.lua), used only with one
+--   KEYS[7] health   STRING the site's health (adaptive.lua), used only with adaptive politeness
 -- Entries ranked below the limit in owners hold permits; the rest wait in line.
 -- Ranks only ever fall (new entries always get a higher counter), so an entry
 -- that has once seen rank < limit keeps it until it leaves.

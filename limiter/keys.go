@@ -6,6 +6,7 @@ type keys struct {
 	site                                 string
 	holders, owners, counter, lock, next string
 	rules                                string // the ceiling's contributors (ceiling.lua)
+	health                               string // the site's health record (adaptive.lua)
 	wake                                 string // pub/sub channel
 }
 
@@ -19,11 +20,12 @@ func keysFor(prefix, site string) keys {
 		lock:    base + "lock",
 		next:    base + "next",
 		rules:   base + "rules",
+		health:  base + "health",
 		wake:    base + "wake",
 	}
 }
 
 // all is the KEYS list every script takes, in the order common.lua names.
 func (k keys) all() []string {
-	return []string{k.holders, k.owners, k.counter, k.lock, k.next, k.rules}
+	return []string{k.holders, k.owners, k.counter, k.lock, k.next, k.rules, k.health}
 }

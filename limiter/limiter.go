@@ -80,6 +80,10 @@ type Limiter struct {
 	hub   *hub
 	gates gates // ModeLocked's per-site queues of this process
 	err   error // Options out of range: every call returns it
+
+	adapt  string // "1" when adaptive politeness is on, else ""
+	params string // the controller's parameters, as release.lua takes them
+	views  views  // the sites this process last saw reduced (AdaptStats)
 }
 
 // New returns a Limiter on rdb (a single node, Sentinel or Cluster client).
@@ -89,9 +93,17 @@ type Limiter struct {
 func New(rdb redis.UniversalClient, opts *Options) *Limiter {
 	if opts != nil {
 		o := *opts // keep the caller's struct out of our hands
+		if o.Adaptive != nil {
+			a := *o.Adaptive
+			o.Adaptive = &a
+		}
 		opts = &o
 	}
-	return &Limiter{rdb: rdb, opts: opts, hub: newHub(rdb, opts.lease()), err: opts.check()}
+	l := &Limiter{rdb: rdb, opts: opts, hub: newHub(rdb, opts.lease()), err: opts.check()}
+	if a := opts.adaptive(); a.on() {
+		l.adapt, l.params = "1", a.params()
+	}
+	return l
 }
 
 // Close stops the Limiter's pub/sub connection and makes waiting and future
@@ -139,7 +151,7 @@ func (l *Limiter) AcquireRule(ctx context.Context, site string, rule Rule) (*Per
 			return nil, err
 		}
 		if o.state == stGranted {
-			return newPermit(l, k, id, o.rule, o.sent, o.rank+1 >= o.rule.Limit), nil
+			return newPermit(l, k, id, o.rule, o.eff, o.sent, o.rank+1 >= o.eff.Limit), nil
 		}
 		p, err := l.wait(ctx, k, id, rule, o)
 		if errors.Is(err, errPlaceLost) {
@@ -164,9 +176,9 @@ func (l *Limiter) TryAcquireRule(ctx context.Context, site string, rule Rule) (*
 		return nil, err
 	}
 	if o.state == stGranted {
-		return newPermit(l, k, id, o.rule, o.sent, o.rank+1 >= o.rule.Limit), nil
+		return newPermit(l, k, id, o.rule, o.eff, o.sent, o.rank+1 >= o.eff.Limit), nil
 	}
-	return nil, &BusyError{Site: site, Full: o.rank >= o.rule.Limit, Wait: o.wait}
+	return nil, &BusyError{Site: site, Full: o.rank >= o.eff.Limit, Wait: o.wait}
 }
 
 // prepare checks a call's arguments (and the Limiter's options) and returns
@@ -201,6 +213,7 @@ type outcome struct {
 	wait  time.Duration // hint: when to look again
 	sent  time.Time     // worker clock just before the request that decided it
 	rule  Rule          // the rule applied: the one asked for, tightened by the site's ceiling (Rule.From)
+	eff   Rule          // rule tightened by the site's health (its effective cap and extra delay)
 }
 
 // enter gives id a place in site's semaphore. With queue it keeps the place
@@ -242,7 +255,7 @@ func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue
 func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule, queue bool) (outcome, error) {
 	sent := l.opts.now()()
 	v, err := acquireScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)), flag(queue), l.opts.restartGuard(rule),
-		rule.From, ms(rule.Delay), ms(l.opts.ruleMemory())).Int64Slice()
+		rule.From, ms(rule.Delay), ms(l.opts.ruleMemory()), l.adapt).Int64Slice()
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
 	}
@@ -254,7 +267,7 @@ func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule,
 func (l *Limiter) check(ctx context.Context, k keys, id string, rule Rule) (outcome, error) {
 	sent := l.opts.now()()
 	v, err := checkScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)),
-		ceiled(rule), ms(rule.Delay), ms(l.opts.ruleMemory())).Int64Slice()
+		ceiled(rule), ms(rule.Delay), ms(l.opts.ruleMemory()), l.adapt).Int64Slice()
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: check %s: %w", k.site, err)
 	}
@@ -271,35 +284,46 @@ func ceiled(rule Rule) string {
 }
 
 // leave removes id; held says whether it held a permit (which starts the
-// crawl delay). It reports whether the entry was still there. Waiters the
+// crawl delay), out what the fetch under it came to (recorded in the site's
+// health). It reports whether the entry was still there. Waiters the
 // removal lets in are told over pub/sub; those in this process are also told
 // here at once, which saves them the trip through Redis.
-func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held bool) (bool, error) {
-	v, err := releaseScript.Run(ctx, l.rdb, k.all(), l.leaveArgs(k, id, rule, held)...).Slice()
-	return l.left(k, v, err)
+func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held bool, out Outcome) (bool, error) {
+	v, err := releaseScript.Run(ctx, l.rdb, k.all(), l.leaveArgs(k, id, rule, held, out)...).Slice()
+	return l.left(k, rule, v, err)
 }
 
 // leaveArgs are release.lua's ARGV for removing id.
-func (l *Limiter) leaveArgs(k keys, id string, rule Rule, held bool) []any {
-	return []any{id, rule.Limit, ms(l.opts.lease()), ms(rule.Delay), flag(held), k.wake, ms(l.keyTTL(rule)), ceiled(rule), ms(l.opts.ruleMemory())}
+func (l *Limiter) leaveArgs(k keys, id string, rule Rule, held bool, out Outcome) []any {
+	return append([]any{id, rule.Limit, ms(l.opts.lease()), ms(rule.Delay), flag(held), k.wake, ms(l.keyTTL(rule)), ceiled(rule), ms(l.opts.ruleMemory())},
+		l.adaptArgs(out)...)
 }
 
-// left reads release.lua's reply (v, err), wakes the local waiters it names
+// left reads release.lua's reply (v, err) for an entry under rule, notes
+// what the controller did (AdaptStats), wakes the local waiters it names
 // (under the limit the script applied) and reports whether the entry was
 // still there.
-func (l *Limiter) left(k keys, v []any, err error) (bool, error) {
+func (l *Limiter) left(k keys, rule Rule, v []any, err error) (bool, error) {
+	const head = 7 // the values before the ids
 	if err != nil {
 		return false, fmt.Errorf("limiter: release %s: %w", k.site, err)
 	}
-	if len(v) < 3 {
+	if len(v) < head {
 		return false, fmt.Errorf("limiter: release %s: script returned %d values", k.site, len(v))
 	}
 	removed, _ := v[0].(int64)
-	if len(v) > 3 {
+	if l.adapt != "" {
+		ev, _ := v[3].(int64)
+		hcap, _ := v[4].(int64)
+		hdelay, _ := v[5].(int64)
+		hoff, _ := v[6].(int64)
+		l.views.note(k.site, int64(rule.Limit), ev, hcap, hdelay, hoff, l.opts.now()())
+	}
+	if len(v) > head {
 		wait, _ := v[1].(int64)
 		limit, _ := v[2].(int64)
-		ids := make([]string, 0, len(v)-3)
-		for _, x := range v[3:] {
+		ids := make([]string, 0, len(v)-head)
+		for _, x := range v[head:] {
 			if s, ok := x.(string); ok {
 				ids = append(ids, s)
 			}
@@ -318,15 +342,18 @@ func (l *Limiter) keyTTL(rule Rule) time.Duration {
 
 // parseOutcome reads the reply of acquire.lua or check.lua for an entry
 // under rule: {state, server ms, rank, wait ms} and, when the script applied
-// a rule, {limit, delay ms}, which replace rule's.
+// a rule, {limit, delay ms}, which replace rule's, and the health's
+// {cap, extra delay ms}, which tighten it.
 func parseOutcome(v []int64, sent time.Time, rule Rule) (outcome, error) {
-	if len(v) != 4 && len(v) != 6 {
-		return outcome{}, fmt.Errorf("limiter: script returned %d values, want 4 or 6", len(v))
+	if len(v) != 4 && len(v) != 8 {
+		return outcome{}, fmt.Errorf("limiter: script returned %d values, want 4 or 8", len(v))
 	}
-	if len(v) == 6 {
+	eff := rule
+	if len(v) == 8 {
 		rule.Limit, rule.Delay = int(v[4]), time.Duration(v[5])*time.Millisecond
+		eff = rule.tightened(v[6], v[7])
 	}
-	return outcome{state: int(v[0]), rank: int(v[2]), wait: time.Duration(v[3]) * time.Millisecond, sent: sent, rule: rule}, nil
+	return outcome{state: int(v[0]), rank: int(v[2]), wait: time.Duration(v[3]) * time.Millisecond, sent: sent, rule: rule, eff: eff}, nil
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }

@@ -194,7 +194,7 @@ func TestForeignIDChangesNothing(t *testing.T) {
 	}
 	k := keysFor(l.opts.prefix(), "f.example")
 	rule := Rule{Limit: 1}
-	if present, err := l.leave(ctx, k, "not-a-permit", rule, true); err != nil || present {
+	if present, err := l.leave(ctx, k, "not-a-permit", rule, true, Outcome{}); err != nil || present {
 		t.Fatalf("release of a foreign id: present=%v err=%v", present, err)
 	}
 	if o, err := l.check(ctx, k, "not-a-permit", rule); err != nil || o.state != stLost {
@@ -540,7 +540,7 @@ func TestPermitPastItsFenceIsLostAtOnce(t *testing.T) {
 	l := newLimiter(t, newClient(t), Options{Lease: time.Second})
 	k := keysFor(testPrefix(t), "a.example")
 	for i := 0; i < 100; i++ {
-		p := newPermit(l, k, "old", Rule{Limit: 1}, time.Now().Add(-2*time.Second), true)
+		p := newPermit(l, k, "old", Rule{Limit: 1}, Rule{Limit: 1}, time.Now().Add(-2*time.Second), true)
 		if p.Err() == nil {
 			t.Fatalf("try %d: a permit past its fence was usable", i)
 		}

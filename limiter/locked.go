@@ -65,8 +65,8 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 	}
 	outs = make([]outcome, len(ts))
 	from := contributors(ts)
-	args := make([]any, 0, 6+3*len(from)+len(ts))
-	args = append(args, token, ms(lease), ms(ttl), guard, len(from), ms(l.opts.ruleMemory()))
+	args := make([]any, 0, 7+3*len(from)+len(ts))
+	args = append(args, token, ms(lease), ms(ttl), guard, len(from), ms(l.opts.ruleMemory()), l.adapt)
 	for _, c := range from {
 		args = append(args, c.From, c.Limit, ms(c.Delay))
 	}
@@ -86,10 +86,10 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 	case len(v) == 2 && v[0] == 2:
 		// The restart guard: nothing written, the lock released.
 		for i := range outs {
-			outs[i] = outcome{state: stYoung, rank: -1, wait: time.Duration(v[1]) * time.Millisecond, sent: sent, rule: ts[i].rule}
+			outs[i] = outcome{state: stYoung, rank: -1, wait: time.Duration(v[1]) * time.Millisecond, sent: sent, rule: ts[i].rule, eff: ts[i].rule}
 		}
 		return outs, "", nil
-	case len(v) != 8 || v[0] != 1:
+	case len(v) != 10 || v[0] != 1:
 		l.drop(k, ts)
 		l.unlock(k, token)
 		return nil, "", fmt.Errorf("limiter: acquire %s: unexpected reply %v", k.site, v)
@@ -101,20 +101,23 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 	for i, t := range ts {
 		// A ticket with a contributor is held to the site's ceiling, which
 		// its own rule, recorded in this script, is part of.
+		// Every ticket is held to the site's health (its effective cap
+		// and extra delay).
 		rule := t.rule
 		if rule.From != "" && v[6] > 0 {
 			rule.Limit, rule.Delay = int(v[6]), time.Duration(v[7])*time.Millisecond
 		}
-		o := outcome{state: stQueued, rank: rank, sent: sent, rule: rule}
+		eff := rule.tightened(v[8], v[9])
+		o := outcome{state: stQueued, rank: rank, sent: sent, rule: rule, eff: eff}
 		switch {
-		case rank < rule.Limit && now >= nextAt:
+		case rank < eff.Limit && now >= nextAt:
 			o.state = stGranted
 		case !t.queue:
 			o.state = stBusy
 			out = append(out, t)
 		}
 		if o.state != stGranted {
-			o.wait = waitHint(now, lease, rank, rule.Limit, nextAt, oldest)
+			o.wait = waitHint(now, lease, rank, eff.Limit, nextAt, oldest)
 		}
 		if o.state != stBusy {
 			rank++

@@ -5,8 +5,10 @@
 -- ARGV[4] the age in ms the node needs before it may grant (young.lua)
 -- ARGV[5] m, the number of contributors (0: no ceiling, no extra command)
 -- ARGV[6] how long a contributor's rule counts (ms)
--- ARGV[7..6+3m] contributor, limit, delay ms: m triples (ceiling.lua)
--- ARGV[7+3m..] entry ids, in batch order
+-- ARGV[7] '1' = adaptive politeness: the site's health record is read in
+-- the same MGET and its effective cap and extra delay returned
+-- ARGV[8..7+3m] contributor, limit, delay ms: m triples (ceiling.lua)
+-- ARGV[8+3m..] entry ids, in batch order
 -- If the lock is no longer ours (we stalled past LockTTL and another took it),
 -- it writes nothing and returns {0}. If the site has no counter and the node
 -- is too young to grant (young.lua), it writes nothing to the line (the
@@ -16,22 +18,28 @@
 -- set back), adds the entries, releases the lock and returns {1, entries kept
 -- ahead (ZCARD owners before ours), next-request ms, score of the oldest
 -- holder or -1, the last counter taken, server ms, the ceiling's limit and
--- delay ms (0 0 when m is 0)}. With contributors, their rules are recorded
+-- delay ms (0 0 when m is 0), the health's effective cap (0: not reduced)
+-- and extra delay ms (adaptive.lua)}. With contributors, their rules are recorded
 -- first and the ceiling is what every rule with a contributor applies.
-local got = redis.call('MGET', KEYS[4], KEYS[5])
+local got
+if ARGV[7] == '1' then
+  got = redis.call('MGET', KEYS[4], KEYS[5], KEYS[7])
+else
+  got = redis.call('MGET', KEYS[4], KEYS[5])
+end
 if got[1] ~= ARGV[1] then
   return {0}
 end
 local now = now_ms()
 local lease, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local m = tonumber(ARGV[5])
-local first = 7 + 3 * m -- the first entry id
+local first = 8 + 3 * m -- the first entry id
 local n = #ARGV - first + 1
 local climit, cdelay = 0, 0
 if m > 0 then
   local contribs, lim, own = {}, nil, 0
   for i = 0, m - 1 do
-    local c = {ARGV[7 + 3 * i], tonumber(ARGV[8 + 3 * i]), tonumber(ARGV[9 + 3 * i])}
+    local c = {ARGV[8 + 3 * i], tonumber(ARGV[9 + 3 * i]), tonumber(ARGV[10 + 3 * i])}
     contribs[#contribs + 1] = c
     lim, own = math.min(lim or c[2], c[2]), math.max(own, c[3])
   end
@@ -53,4 +61,9 @@ for i = 1, n do
 end
 touch(ttl, lease, new)
 redis.call('DEL', KEYS[4])
-return {1, card, nxt, oldest or -1, c, now, climit, cdelay}
+local hcap, hdelay = 0, 0
+if got[3] then
+  local a, b = string.match(got[3], '^(%d+) (%d+) ')
+  hcap, hdelay = tonumber(a) or 0, tonumber(b) or 0
+end
+return {1, card, nxt, oldest or -1, c, now, climit, cdelay, hcap, hdelay}

@@ -99,6 +99,10 @@ type Options struct {
 	// domain to its limit or delay. Default 24h, the robots.txt cache's
 	// TTL; at most MaxDelay.
 	RuleMemory time.Duration
+	// Adaptive configures adaptive politeness (see Adaptive and adapt.go):
+	// each site's effective cap and extra delay follow its health,
+	// fleet-wide. nil: on, with the defaults; Adaptive.Off turns it off.
+	Adaptive *Adaptive
 	// Now is the worker's clock. The limiter takes all lease and ordering
 	// decisions from Redis TIME and uses this clock only to time its own
 	// waits, so a skewed clock changes nothing. Default time.Now.
@@ -114,6 +118,9 @@ func (o *Options) check() error {
 	}
 	if err := keyname.Check("prefix", o.prefix()); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := o.Adaptive.check(); err != nil {
+		return err
 	}
 	for _, d := range []struct {
 		name string
@@ -217,4 +224,11 @@ func (o *Options) now() func() time.Time {
 		return time.Now
 	}
 	return o.Now
+}
+
+func (o *Options) adaptive() *Adaptive {
+	if o == nil {
+		return nil
+	}
+	return o.Adaptive
 }

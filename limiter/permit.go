@@ -25,7 +25,8 @@ type Permit struct {
 	l    *Limiter
 	k    keys
 	id   string
-	rule Rule
+	rule Rule // the rule asked for (ceiled): what its release passes on
+	eff  Rule // rule tightened by the site's health when it was granted
 	full bool // the grant took the site's last free slot
 
 	ctx  context.Context // cancelled, with cause ErrPermitLost, when the permit is lost
@@ -35,12 +36,13 @@ type Permit struct {
 	confirmed time.Time // worker clock just before the last confirmed request
 	fence     *time.Timer
 	released  bool
+	outcome   Outcome            // what the fetch under it came to (SetOutcome)
 	keeper    context.CancelFunc // stops KeepAlive's goroutine
 	keeperEnd chan struct{}      // closed when that goroutine has returned
 }
 
-func newPermit(l *Limiter, k keys, id string, rule Rule, confirmed time.Time, full bool) *Permit {
-	p := &Permit{l: l, k: k, id: id, rule: rule, confirmed: confirmed, full: full}
+func newPermit(l *Limiter, k keys, id string, rule, eff Rule, confirmed time.Time, full bool) *Permit {
+	p := &Permit{l: l, k: k, id: id, rule: rule, eff: eff, confirmed: confirmed, full: full}
 	p.ctx, p.lose = context.WithCancelCause(context.Background())
 	until := p.untilFence()
 	if until <= 0 {
@@ -71,12 +73,27 @@ func (p *Permit) ID() string {
 
 // Rule is the rule the permit was granted under: the one asked for, or with
 // Rule.From the site's rule then (the strictest of its contributors'), with
-// From kept.
+// From kept; with adaptive politeness, tightened by the site's effective cap
+// and extra delay then (Options.Adaptive).
 func (p *Permit) Rule() Rule {
 	if p == nil {
 		return Rule{}
 	}
-	return p.rule
+	return p.eff
+}
+
+// SetOutcome records what the fetch made under the permit came to. Its
+// release (Release or ReleaseOn, called after) writes it into the site's
+// health in the same script, at no extra round trip, when adaptive
+// politeness is on (Options.Adaptive). The last call before the release
+// counts; a permit released without one records nothing. Safe on nil.
+func (p *Permit) SetOutcome(o Outcome) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.outcome = o
+	p.mu.Unlock()
 }
 
 // TookLastSlot reports whether the permit took its site's last free slot
@@ -245,7 +262,7 @@ func (p *Permit) Release(ctx context.Context) error {
 	}
 	ctx, cancel := releaseCtx(ctx)
 	defer cancel()
-	return p.settle(p.l.leave(ctx, p.k, p.id, p.rule, true))
+	return p.settle(p.l.leave(ctx, p.k, p.id, p.rule, true, p.recorded()))
 }
 
 // ReleaseOn is Release sent on pipe, so that it shares a round trip with
@@ -271,7 +288,7 @@ func (p *Permit) ReleaseOn(ctx context.Context, pipe redis.Pipeliner) (after fun
 	if !p.stop() {
 		return func() error { return nil }
 	}
-	args := p.l.leaveArgs(p.k, p.id, p.rule, true)
+	args := p.l.leaveArgs(p.k, p.id, p.rule, true, p.recorded())
 	cmd := releaseScript.EvalSha(ctx, pipe, p.k.all(), args...)
 	return sync.OnceValue(func() error {
 		v, err := cmd.Slice()
@@ -283,7 +300,7 @@ func (p *Permit) ReleaseOn(ctx context.Context, pipe redis.Pipeliner) (after fun
 			defer cancel()
 			v, err = releaseScript.Run(ctx, p.l.rdb, p.k.all(), args...).Slice()
 		}
-		return p.settle(p.l.left(p.k, v, err))
+		return p.settle(p.l.left(p.k, p.rule, v, err))
 	})
 }
 
@@ -309,6 +326,13 @@ func (p *Permit) stop() bool {
 		<-keeperEnd
 	}
 	return true
+}
+
+// recorded is the outcome SetOutcome recorded.
+func (p *Permit) recorded() Outcome {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.outcome
 }
 
 // settle turns what the release found (whether the entry was still there,

@@ -13,7 +13,18 @@
 -- limit, when the removed one was among them and someone waited behind it;
 -- wait ms is how long until the site's next-request time (crawl delay or
 -- backoff), 0 if it has passed.
+-- ARGV[10] '1' = adaptive politeness on (adaptive.lua), '' = off
+-- ARGV[11] the fetch's outcome class (0: none, record nothing)
+-- ARGV[12] its time to first byte ms, ARGV[13] to last byte ms (-1: unknown)
+-- ARGV[14] a random number in [-1, 1] (the backoff's jitter)
+-- ARGV[15] the controller's parameters (adapt_params)
+-- With adaptive politeness, the outcome is recorded in the site's health
+-- and the controller run first; the limit and delay are then tightened to
+-- the site's effective cap and extra delay, and a new backoff holds the
+-- whole fleet off (next).
 -- Returns {1 if the entry was still there else 0, wait ms, limit applied,
+-- what the controller changed (adapt's bits), the effective cap (0: not
+-- reduced), the extra delay ms, ms the site is held off by its backoff,
 -- the ids published...}
 -- so that the releaser can also wake waiters in its own process directly.
 local id, limit, lease, delay, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[7])
@@ -21,6 +32,39 @@ local wait, now, up = 0, nil, nil
 if ARGV[8] ~= '' then
   now, up = server_ms()
   limit, delay, ttl = apply_ceiling(now, tonumber(ARGV[9]), {}, false, limit, delay, ttl)
+end
+local ev, hcap, hdelay, hoff = 0, 0, 0, 0
+if ARGV[10] ~= '' then
+  local raw = redis.call('GET', KEYS[7])
+  local cls = tonumber(ARGV[11])
+  if cls > 0 then
+    local P = adapt_params(ARGV[15])
+    local clock = function()
+      if not now then
+        now, up = server_ms()
+      end
+      return now, up
+    end
+    local h, ttl
+    h, ev, ttl = adapt(health_parse(raw), limit, cls, tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]), P, clock)
+    raw = health_format(h)
+    redis.call('SET', KEYS[7], raw, 'PX', math.max(1, ttl))
+    if ev >= 4 then
+      -- A new backoff: nobody starts before its end (never shortening a
+      -- longer hold-off already there).
+      if h[19] > next_at() then
+        redis.call('SET', KEYS[5], h[19], 'PX', h[19] - now + lease)
+      end
+    end
+    if h[18] > 0 and h[19] > now then
+      hoff = h[19] - now
+    end
+  end
+  local h = health_parse(raw)
+  if h then
+    hcap, hdelay = h[1], h[2]
+  end
+  limit, delay = health_limit(raw, limit, delay)
 end
 if ARGV[5] == '1' and delay > 0 then
   -- The crawl delay starts now, unless a longer hold-off (a Backoff) is in
@@ -34,7 +78,7 @@ if ARGV[5] == '1' and delay > 0 then
   end
   wait = delay
 end
-local out = {0, wait, limit}
+local out = {0, wait, limit, ev, hcap, hdelay, hoff}
 local owned = redis.call('ZCARD', KEYS[2])
 if owned > limit then
   -- Someone may be waiting: rank the entry among live ones only. Those

@@ -23,10 +23,12 @@ var (
 	lockedLua string
 	//go:embed ceiling.lua
 	ceilingLua string
+	//go:embed adaptive.lua
+	adaptiveLua string
 
-	acquireScript = redis.NewScript(commonLua + youngLua + ceilingLua + acquireLua)
-	checkScript   = redis.NewScript(commonLua + ceilingLua + checkLua)
-	releaseScript = redis.NewScript(commonLua + ceilingLua + releaseLua)
+	acquireScript = redis.NewScript(commonLua + youngLua + ceilingLua + adaptiveLua + acquireLua)
+	checkScript   = redis.NewScript(commonLua + ceilingLua + adaptiveLua + checkLua)
+	releaseScript = redis.NewScript(commonLua + ceilingLua + adaptiveLua + releaseLua)
 	lockedScript  = redis.NewScript(commonLua + youngLua + ceilingLua + lockedLua)
 )
 

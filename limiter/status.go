@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,28 +42,76 @@ func (l *Limiter) Backoff(ctx context.Context, site string, d time.Duration) err
 	return nil
 }
 
-// SiteStatus is a snapshot of one site's semaphore.
+// SiteStatus is a snapshot of one site's semaphore and health.
 type SiteStatus struct {
 	Site    string
 	Holders int           // permits out (at most the limit asked about)
 	Waiting int           // entries in line behind them
 	NextIn  time.Duration // until a crawl delay or backoff ends (0 if none)
+
+	// The site's health (adaptive politeness; zero when it has no record).
+	Cap         int           // effective cap: the limit asked about, or lower
+	Reduced     bool          // Cap is below the limit asked about
+	ExtraDelay  time.Duration // added after each release (0: none)
+	TTFB, TTLB  time.Duration // smoothed times to first and last byte (0: no sample)
+	BestTTFB    time.Duration // the best recent smoothed time to first byte
+	BackoffLeft time.Duration // until the backoff after a headerless 429/503 ends
+	Backoffs    int           // its level: hold-offs in a row, each twice the last
+	Window      Outcomes      // outcomes counted in the current window
 }
 
-// Status reads site's semaphore without changing it; limit is the cap to
-// count holders against.
+// Outcomes count a site's recent fetches by class.
+type Outcomes struct {
+	OK, Throttled, ServerErrors, Timeouts, ConnErrors int
+}
+
+// Status reads site's semaphore and health without changing them; limit is
+// the cap to count holders against.
 func (l *Limiter) Status(ctx context.Context, site string, limit int) (SiteStatus, error) {
 	k, rule, err := l.prepare(site, Rule{Limit: limit})
 	if err != nil {
 		return SiteStatus{}, err
 	}
-	v, err := statusScript.Run(ctx, l.rdb, k.all(), ms(l.opts.lease())).Int64Slice()
-	if err != nil || len(v) != 2 {
+	v, err := statusScript.Run(ctx, l.rdb, k.all(), ms(l.opts.lease())).Slice()
+	if err == nil && len(v) != 4 {
+		err = fmt.Errorf("script returned %d values", len(v))
+	}
+	if err != nil {
 		return SiteStatus{}, fmt.Errorf("limiter: status %s: %w", site, err)
 	}
-	live := int(v[0])
-	held := min(live, rule.Limit)
-	return SiteStatus{Site: site, Holders: held, Waiting: live - held, NextIn: time.Duration(v[1]) * time.Millisecond}, nil
+	live, _ := v[0].(int64)
+	next, _ := v[1].(int64)
+	raw, _ := v[2].(string)
+	now, _ := v[3].(int64)
+	st := SiteStatus{Site: site, Cap: rule.Limit, NextIn: time.Duration(next) * time.Millisecond}
+	st.health(raw, now, rule.Limit)
+	held := min(int(live), rule.Limit)
+	st.Holders, st.Waiting = held, int(live)-held
+	return st, nil
+}
+
+// health fills s from a health record (adaptive.lua's layout) read at
+// server ms now under limit.
+func (s *SiteStatus) health(raw string, now int64, limit int) {
+	f := strings.Fields(raw)
+	if len(f) != 20 {
+		return
+	}
+	n := make([]float64, len(f))
+	for i, x := range f {
+		n[i], _ = strconv.ParseFloat(x, 64)
+	}
+	dur := func(v float64) time.Duration {
+		return time.Duration(max(v, 0) * float64(time.Millisecond))
+	}
+	r := Rule{Limit: limit}.tightened(int64(n[0]), int64(n[1]))
+	s.Cap, s.Reduced, s.ExtraDelay = r.Limit, r.Limit < limit, dur(n[1])
+	s.TTFB, s.TTLB, s.BestTTFB = dur(n[2]), dur(n[3]), dur(n[4])
+	s.Backoffs = int(n[17])
+	if left := n[18] - float64(now); left > 0 && s.Backoffs > 0 {
+		s.BackoffLeft = dur(left)
+	}
+	s.Window = Outcomes{OK: int(n[8]), Throttled: int(n[9]), ServerErrors: int(n[10]), Timeouts: int(n[11]), ConnErrors: int(n[12])}
 }
 
 // GuardLeft is how long Redis will still grant nothing for a site it has no

@@ -1,7 +1,9 @@
 -- status.lua: a read-only look at a site's semaphore.
 -- KEYS: see common.lua.   ARGV[1] lease ms
 -- Returns {live entries (holders and waiters), ms until the next grant may
--- start (0 if none pending)}.
+-- start (0 if none pending), the health record (adaptive.lua) or '' if none,
+-- the server ms}.
 local now = now_ms()
 local live = redis.call('ZCOUNT', KEYS[1], '(' .. (now - tonumber(ARGV[1])), '+inf')
-return {live, math.max(0, next_at() - now)}
+local got = redis.call('MGET', KEYS[5], KEYS[7])
+return {live, math.max(0, tonumber(got[1] or '0') - now), got[2] or '', now}

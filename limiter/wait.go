@@ -39,7 +39,7 @@ var errPlaceLost = errors.New("limiter: place in line lost")
 // lower one recorded since, and one held to a ceiling that has since
 // loosened is let in by it.
 func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outcome) (*Permit, error) {
-	rule := o.rule
+	rule, eff := o.rule, o.eff
 	grants, fresh := l.hub.join(k.wake, id)
 	defer l.hub.leave(k.wake, id)
 	lease, poll, now := l.opts.lease(), l.opts.poll(), l.opts.now()
@@ -61,7 +61,7 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outco
 			l.giveUp(k, id, rule)
 			return nil, ErrClosed
 		case g := <-grants:
-			if g.wait > 0 || g.limit > rule.Limit {
+			if g.wait > 0 || g.limit > eff.Limit {
 				hint = max(g.wait, time.Millisecond) // crawl delay, or another limit: check then
 				continue
 			}
@@ -71,7 +71,7 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outco
 			// the site was full and still is. Trust the message only while
 			// that heartbeat is fresh; else confirm it with a check now.
 			if now().Sub(beat) < lease/3 {
-				return newPermit(l, k, id, rule, beat, true), nil
+				return newPermit(l, k, id, rule, eff, beat, true), nil
 			}
 			hint = 0
 			continue
@@ -87,11 +87,11 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outco
 		}
 		switch o.state {
 		case stGranted:
-			return newPermit(l, k, id, o.rule, o.sent, o.rank+1 >= o.rule.Limit), nil
+			return newPermit(l, k, id, o.rule, o.eff, o.sent, o.rank+1 >= o.eff.Limit), nil
 		case stLost:
 			return nil, errPlaceLost
 		}
-		beat, hint, rule = o.sent, o.wait, o.rule
+		beat, hint, rule, eff = o.sent, o.wait, o.rule, o.eff
 	}
 }
 
@@ -101,7 +101,7 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outco
 func (l *Limiter) giveUp(k keys, id string, rule Rule) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	l.leave(ctx, k, id, rule, false)
+	l.leave(ctx, k, id, rule, false, Outcome{})
 }
 
 // grant is a parsed wake-up message: the releaser's limit, and how long the

@@ -1,0 +1,216 @@
+-- adaptive.lua: the site's health and its controller, prepended to the
+-- scripts (not run on its own). Used only when adaptive politeness is on.
+--
+--   KEYS[7] health  STRING  the site's health record, 20 numbers separated
+--                           by spaces (a STRING, not a HASH, so acquire reads
+--                           it in the MGET it already makes, and release
+--                           rewrites it, TTL included, with one SET):
+--    1 cap     effective cap (0: not reduced, the rule's limit)
+--    2 delay   extra delay ms after each release (0: none)
+--    3 fb      smoothed time to first byte, ms (EWMA; -1: no sample yet)
+--    4 lb      smoothed time to last byte, ms (EWMA; -1: none)
+--    5 best    the best recent fb, ms (-1: none)
+--    6 slow    server ms since which fb has been slow (0: it is not)
+--    7 run     slow samples in a row
+--    8 n       outcomes in the current window (of `window` outcomes)
+--    9 ok      of them: responses (not the below)
+--   10 thr     429 or 503 (with or without Retry-After)
+--   11 e5      other 5xx
+--   12 to      timeouts
+--   13 ce      connection errors
+--   14 good    healthy outcomes since the cap or delay last changed
+--   15 win     healthy outcomes needed before the cap grows by one
+--   16 hold    outcomes still to ignore after a decrease (cool-down)
+--   17 probe   1 while the last change was an increase
+--   18 lvl     backoff level: headerless 429/503 in a row, each hold-off
+--               double the last
+--   19 bu      server ms before which the fleet is held off (backoff)
+--   20 bad     server ms of the last headerless 429/503
+-- Its TTL is `forgive` past its last write (or past the end of its
+-- backoff): a site nobody fetches for that long starts afresh.
+
+-- health_limit is limit and delay ms tightened by a health record (raw, as
+-- stored, or nil): the lower cap, the longer delay (a delay forcing limit 1).
+local function health_limit(raw, limit, delay)
+  if not raw then
+    return limit, delay
+  end
+  local c, d = string.match(raw, '^(%d+) (%d+) ')
+  c, d = tonumber(c), tonumber(d)
+  if c and c > 0 and c < limit then
+    limit = c
+  end
+  if d and d > delay then
+    delay, limit = d, 1
+  end
+  return limit, delay
+end
+
+local function health_parse(raw)
+  local h = {}
+  if raw then
+    for v in string.gmatch(raw, '%S+') do
+      h[#h + 1] = tonumber(v)
+    end
+  end
+  if #h ~= 20 then
+    return nil
+  end
+  return h
+end
+
+local function health_format(h)
+  local out = {}
+  for i = 1, 20 do
+    if i == 3 or i == 4 or i == 5 then
+      out[i] = string.format('%.1f', h[i])
+    else
+      out[i] = string.format('%.0f', h[i])
+    end
+  end
+  return table.concat(out, ' ')
+end
+
+-- The controller's parameters, release.lua's ARGV[14], in this order:
+-- slowdown factor, minimum excess ms, error share, window, window max,
+-- cool-down, first delay ms, delay max ms, first backoff ms, backoff max ms,
+-- forgive ms, best memory ms, smoothing (EWMA weight of a new sample),
+-- slow samples in a row that count as trouble.
+local function adapt_params(s)
+  local v = {}
+  for x in string.gmatch(s, '%S+') do
+    v[#v + 1] = tonumber(x)
+  end
+  return {factor = v[1], excess = v[2], share = v[3], window = v[4], winmax = v[5],
+    cooldown = v[6], delay0 = v[7], delaymax = v[8], backoff = v[9], backoffmax = v[10],
+    forgive = v[11], bestmem = v[12], alpha = v[13], run = v[14]}
+end
+
+-- Outcome classes (limiter.OutcomeClass).
+local C_OK, C_THROTTLED, C_RETRY, C_SERVER, C_TIMEOUT, C_CONN = 1, 2, 3, 4, 5, 6
+
+-- adapt records one fetch's outcome (class cls, ttfb and ttlb ms, -1 when
+-- not measured) in health record h (nil: a new one) under the site's rule
+-- limit, and runs the controller. clock() returns the server ms (down,
+-- up), read only when needed. jit in [-1, 1] spreads the backoff +-10 %.
+-- Returns the record and what changed: bit 1 a decrease (cap or delay),
+-- bit 2 an increase, bit 4 a new backoff.
+local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
+  local ev = 0
+  if not h then
+    h = {0, 0, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, P.window, 0, 0, 0, 0, 0}
+  end
+  if h[1] >= limit then
+    h[1] = 0
+  end
+  local now, up
+  local function tick()
+    if not now then
+      now, up = clock()
+    end
+    return now
+  end
+  -- Forgiveness: a backoff level is dropped after `forgive` quiet ms.
+  if h[18] > 0 and tick() - h[20] >= P.forgive then
+    h[18] = 0
+  end
+  -- Latency, from ordinary responses only (an error page is quick).
+  local slow = false
+  if cls == C_OK and ttfb >= 0 then
+    h[3] = h[3] < 0 and ttfb or h[3] + P.alpha * (ttfb - h[3])
+    if ttlb >= 0 then
+      h[4] = h[4] < 0 and ttlb or h[4] + P.alpha * (ttlb - h[4])
+    end
+    local fb, best = h[3], h[5]
+    local function over(x)
+      return x > P.factor * best and x - best > P.excess
+    end
+    if best < 0 or fb < best then
+      h[5], h[6], h[7] = fb, 0, 0
+    elseif over(fb) and over(ttfb) then
+      -- Slow now and on average. Slow for bestmem ms on end: the site has
+      -- got slower for good, and its best is re-based on what it is now.
+      h[7] = h[7] + 1
+      if h[6] == 0 then
+        h[6] = tick()
+      elseif tick() - h[6] >= P.bestmem then
+        h[5], h[6], h[7] = fb, 0, 0
+      end
+      slow = h[7] >= P.run
+    elseif not over(fb) then
+      h[6], h[7] = 0, 0
+    end
+  end
+  -- The window's outcomes.
+  if h[8] >= P.window then
+    h[8], h[9], h[10], h[11], h[12], h[13] = 0, 0, 0, 0, 0, 0
+  end
+  h[8] = h[8] + 1
+  local slot = ({9, 10, 10, 11, 12, 13})[cls]
+  h[slot] = h[slot] + 1
+  local errs = h[10] + h[11] + h[12] + h[13]
+  local trouble = slow or cls == C_THROTTLED or cls == C_RETRY or (cls ~= C_OK and errs > P.share * P.window)
+  -- A headerless 429/503: hold the fleet off, twice as long as last time,
+  -- unless the backoff it belongs to is still on (the same burst).
+  if cls == C_THROTTLED then
+    if tick() >= h[19] then
+      h[18] = h[18] + 1
+      local d = math.min(P.backoff * 2 ^ (h[18] - 1), P.backoffmax)
+      d = math.max(1, math.floor(d * (1 + 0.1 * jit)))
+      h[19] = up + d
+      ev = ev + 4
+    end
+    h[20] = now
+  end
+  if h[16] > 0 then
+    h[16] = h[16] - 1
+  elseif trouble then
+    -- Decrease: halve the cap; at 1, add a delay that doubles. Then hold
+    -- for the fetches in flight under the old cap, and `cooldown` more, so
+    -- one burst is not counted twice.
+    local c = h[1] > 0 and h[1] or limit
+    if c > 1 then
+      h[1] = math.max(1, math.floor(c / 2))
+      ev = ev + 1
+    elseif P.delaymax > 0 and h[2] < P.delaymax then
+      h[2] = h[2] == 0 and math.min(P.delay0, P.delaymax) or math.min(2 * h[2], P.delaymax)
+      h[1] = 1
+      ev = ev + 1
+    end
+    if h[17] == 1 then
+      -- The last increase led here: probe less often.
+      h[15] = math.min(2 * h[15], P.winmax)
+    end
+    h[14], h[16], h[17] = 0, P.cooldown + c - 1, 0
+  elseif cls == C_OK and not (h[7] > 0) then
+    -- Healthy: first shrink the delay, then grow the cap by one every win
+    -- healthy outcomes. An increase that holds for a whole window halves
+    -- the window again (not below `window`).
+    if h[2] > 0 then
+      h[2] = math.floor(h[2] / 2)
+      if h[2] < P.delay0 then
+        h[2] = 0
+      end
+      h[14] = 0
+      ev = ev + 2
+    elseif h[1] > 0 then
+      h[14] = h[14] + 1
+      if h[14] >= h[15] then
+        if h[17] == 1 then
+          h[15] = math.max(P.window, math.floor(h[15] / 2))
+        end
+        h[1], h[14], h[17] = h[1] + 1, 0, 1
+        if h[1] >= limit then
+          h[1] = 0
+        end
+        ev = ev + 2
+      end
+    end
+  end
+  -- The record lives `forgive` past this write, or past its backoff's end.
+  local ttl = P.forgive
+  if h[18] > 0 then
+    ttl = math.max(0, h[19] - tick()) + P.forgive
+  end
+  return h, ev, ttl
+end
