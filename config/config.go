@@ -50,6 +50,7 @@ type Config struct {
 	MaxBodySize        int           `yaml:"max_body_size" env:"CRAWLER_MAX_BODY_SIZE" flag:"max-body-size" help:"bytes read of a response body"`
 	MaxCrawlDelay      time.Duration `yaml:"max_crawl_delay" env:"CRAWLER_MAX_CRAWL_DELAY" flag:"max-crawl-delay" help:"longest Crawl-delay honoured; longer ones are clamped"`
 	StopGrace          time.Duration `yaml:"stop_grace" env:"CRAWLER_STOP_GRACE" flag:"stop-grace" help:"on SIGINT/SIGTERM, how long downloads under way may go on to finish, so that no other worker fetches them again (0: cancel them at once)"`
+	Sitemaps           bool          `yaml:"sitemaps" env:"CRAWLER_SITEMAPS" flag:"sitemaps" help:"also crawl the seeds' sites from their sitemaps (robots.txt's Sitemap: lines, or /sitemap.xml), under their permits like pages; --sitemaps=false: only links"`
 	Forever            bool          `yaml:"forever" env:"CRAWLER_FOREVER" flag:"forever" help:"keep waiting for new URLs when the crawl is done"`
 	Progress           time.Duration `yaml:"progress" env:"CRAWLER_PROGRESS" flag:"progress" help:"how often to report progress"`
 	MaxURLLength       int           `yaml:"max_url_length" env:"CRAWLER_MAX_URL_LENGTH" flag:"max-url-length" help:"links longer than this (bytes) are dropped and counted, never fetched"`
@@ -86,7 +87,7 @@ func Default() Config {
 		UserAgent: "politebot/0.1 (+https://github.com/polite-crawler/polite)", Lease: 10 * time.Second,
 		Semaphore: "locked", SiteKey: robots.SiteKeyHost, Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
 		MaxBodySize: 10 << 20, MaxCrawlDelay: 30 * time.Second, Progress: 5 * time.Second,
-		StopGrace: 10 * time.Second, MaxURLLength: 8192, CrawlTTL: 24 * time.Hour,
+		StopGrace: 10 * time.Second, Sitemaps: true, MaxURLLength: 8192, CrawlTTL: 24 * time.Hour,
 		Adaptive: true, AdaptiveBackoff: time.Minute, AdaptiveBackoffMax: 24 * time.Hour, AdaptiveForgive: 30 * time.Minute,
 	}
 }

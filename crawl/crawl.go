@@ -55,6 +55,10 @@ type Options struct {
 	// frontier (frontier.Options.SiteKey) and the robots cache
 	// (NewRobotsCacheOn) the same.
 	SiteKey robots.SiteKey
+	// Sitemaps has the seeds' sites read from their sitemaps too: those
+	// their robots.txt names, or /sitemap.xml (see package sitemap). Only
+	// the process whose Seed admitted seeds reads them.
+	Sitemaps bool
 	// Net is how requests reach servers (NewNet); give the robots cache
 	// (NewRobotsCacheOn) the same. nil: a pool of the crawl's own, no
 	// pins, no address permits.
@@ -90,6 +94,8 @@ type Crawler struct {
 	// each ask again.
 	done     chan struct{}
 	doneOnce sync.Once
+
+	maps sitemaps
 
 	pages, failed, skipped, inflight, tooLong, linksClosed atomic.Int64
 	tooLongSeen                                            atomic.Bool // the first such link is logged at Info
@@ -145,6 +151,9 @@ func (c *Crawler) Seed(ctx context.Context, seeds []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if n > 0 && c.o.Sitemaps {
+		c.maps.noteSeeds(seeds)
+	}
 	// Seeded: a stop that comes now must not turn that into an error.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
 	defer cancel()
@@ -163,12 +172,16 @@ type Progress struct {
 	// LinksDisallowed counts the links found that their site's robots.txt
 	// closes, dropped before they were queued (see Crawler.Seed's scope).
 	LinksDisallowed int64
+	// SitemapURLs counts the URLs the seeds' sitemaps listed that were
+	// queued (Options.Sitemaps).
+	SitemapURLs int64
 }
 
 // Progress reads the process's counters.
 func (c *Crawler) Progress() Progress {
 	return Progress{Pages: c.pages.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), InFlight: c.inflight.Load(),
-		TooLong: c.tooLong.Load(), LinksDisallowed: c.linksClosed.Load(), Waiting: int64(c.tr.Waiting())}
+		TooLong: c.tooLong.Load(), LinksDisallowed: c.linksClosed.Load(), Waiting: int64(c.tr.Waiting()),
+		SitemapURLs: c.maps.urls.Load()}
 }
 
 // Run works until the crawl is done for the whole fleet (or forever with
@@ -203,6 +216,10 @@ func (c *Crawler) Run(ctx context.Context) error {
 			abort()
 		}
 	}()
+	if len(c.maps.origins) > 0 {
+		c.maps.running.Add(1)
+		g.Go(func() error { c.discoverSitemaps(ctx); return nil })
+	}
 	for i := 0; i < c.o.Workers; i++ {
 		g.Go(func() error { return c.work(ctx, fetching, i) })
 	}
@@ -249,13 +266,16 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 				c.giveBack(it) // taken as the stop came
 			}
 			return nil
-		case errors.Is(err, frontier.ErrDone) && !c.o.Forever:
+		case errors.Is(err, frontier.ErrDone) && !c.o.Forever && c.maps.running.Load() == 0:
 			c.doneOnce.Do(func() { close(c.done) })
 			return nil
 		case errors.Is(err, frontier.ErrDone), errors.As(err, &empty):
 			wait := time.Second
-			if empty != nil {
+			switch {
+			case empty != nil:
 				wait = min(max(empty.Wait, time.Millisecond), idlePoll)
+			case c.maps.running.Load() > 0:
+				wait = 100 * time.Millisecond // sitemaps being read may queue URLs any moment
 			}
 			var over bool
 			if near, over = c.idle(ctx, wait+rand.N(wait/4+1)); over {

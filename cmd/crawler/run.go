@@ -236,7 +236,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	c := crawl.New(fr, lim, rob, crawl.Options{Workers: cfg.Workers, Cap: cfg.MaxPerSite, UserAgent: cfg.UserAgent,
 		MaxBodySize: cfg.MaxBodySize, MaxURLLength: cfg.MaxURLLength, Timeout: cfg.Timeout, StopGrace: cfg.StopGrace,
-		Forever: cfg.Forever, SiteKey: siteKey, Net: network, Out: out, Log: log, Observer: m})
+		Forever: cfg.Forever, SiteKey: siteKey, Net: network, Sitemaps: cfg.Sitemaps, Out: out, Log: log, Observer: m})
 	added, err := c.Seed(ctx, seeds)
 	if err != nil {
 		if errors.Is(err, crawl.ErrURLTooLong) {
@@ -267,7 +267,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	g.Go(func() error { defer close(done); return c.Run(gctx) })
 	err = g.Wait()
 	p := c.Progress()
-	log.Info("crawl finished", "pages", p.Pages, "skipped", p.Skipped, "failed", p.Failed, "links_too_long", p.TooLong, "links_disallowed", p.LinksDisallowed, "stopped", ctx.Err() != nil,
+	log.Info("crawl finished", "pages", p.Pages, "skipped", p.Skipped, "failed", p.Failed, "links_too_long", p.TooLong, "links_disallowed", p.LinksDisallowed, "sitemap_urls", p.SitemapURLs, "stopped", ctx.Err() != nil,
 		"redis_round_trips", m.RoundTrips(), "redis_round_trips_robots", m.RobotsRoundTrips())
 	return err
 }

@@ -1,0 +1,78 @@
+package crawl
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"sync/atomic"
+
+	"github.com/polite-crawler/polite/sitemap"
+)
+
+// sitemaps is the sitemap discovery of the seeds this process admitted
+// (Options.Sitemaps): one origin (scheme and host) each, once.
+type sitemaps struct {
+	origins []*url.URL // to read, noted by Seed
+	running atomic.Int32
+	urls    atomic.Int64 // URLs the sitemaps listed that were queued
+}
+
+// noteSeeds keeps the origins of seeds, for Run to read their sitemaps.
+// Only a process whose Seed admitted something reads them: the others
+// would fetch the same sitemaps again.
+func (s *sitemaps) noteSeeds(seeds []string) {
+	seen := map[string]bool{}
+	for _, raw := range seeds {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			continue
+		}
+		o := &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}
+		if !seen[o.String()] {
+			seen[o.String()] = true
+			s.origins = append(s.origins, o)
+		}
+	}
+}
+
+// discoverSitemaps reads the sitemaps of the origins Seed noted (those its
+// robots.txt names, or /sitemap.xml) and queues the URLs they list on
+// their own host, at depth 1, through the scope like links. Every sitemap
+// request goes through the crawl's Transport: the robots check and the
+// site's permit, like a page. While it runs, this process's workers do not
+// take an empty frontier for a finished crawl (see work).
+func (c *Crawler) discoverSitemaps(ctx context.Context) {
+	defer c.maps.running.Add(-1)
+	f := &sitemap.Fetcher{Client: &http.Client{Transport: c.tr}, UserAgent: c.o.UserAgent,
+		Options: &sitemap.Options{MaxLocLength: c.o.MaxURLLength}, Log: c.o.Log}
+	for _, o := range c.maps.origins {
+		pol, err := c.rob.Policy(ctx, o)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.o.Log.Warn("sitemaps not read: robots.txt unknown", "site", o.Host, "err", err)
+			continue
+		}
+		if pol.Unreachable() {
+			continue // the site is closed until its robots.txt is read
+		}
+		var queued int64
+		st, err := f.Discover(ctx, o, pol.Sitemaps, func(urls []string) error {
+			in := c.inScope(ctx, urls)
+			n, err := c.fr.Add(ctx, 1, in...)
+			queued += int64(n)
+			return err
+		})
+		c.maps.urls.Add(queued)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			c.o.Log.Warn("sitemaps: stopped", "site", o.Host, "err", err)
+		}
+		c.o.Log.Info("sitemaps read", "site", o.Host, "sitemaps", st.Fetched, "failed", st.Failed, "listed", st.URLs,
+			"queued", queued, "dropped", st.Dropped, "limited", st.Limited)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package crawl
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// mapSite is a site whose pages link nowhere: only its sitemap (named by
+// robots.txt, an index of one urlset) lists its pages. It counts what it
+// serves.
+type mapSite struct {
+	mu     sync.Mutex
+	served map[string]int
+}
+
+func (m *mapSite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	m.served[r.URL.Path]++
+	m.mu.Unlock()
+	host := "http://" + r.Host
+	switch {
+	case r.URL.Path == "/robots.txt":
+		fmt.Fprintf(w, "User-agent: *\nDisallow: /private/\nSitemap: %s/maps/index.xml\n", host)
+	case r.URL.Path == "/maps/index.xml":
+		fmt.Fprintf(w, `<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap><loc>%s/maps/pages.xml</loc></sitemap></sitemapindex>`, host)
+	case r.URL.Path == "/maps/pages.xml":
+		var b strings.Builder
+		b.WriteString(`<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">`)
+		for i := range 5 {
+			fmt.Fprintf(&b, "<url><loc>%s/listed/%d</loc></url>", host, i)
+		}
+		fmt.Fprintf(&b, "<url><loc>%s/private/secret</loc></url><url><loc>http://elsewhere.example/x</loc></url></urlset>", host)
+		w.Write([]byte(b.String()))
+	default:
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html><body>no links</body></html>"))
+	}
+}
+
+func (m *mapSite) count(path string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.served[path]
+}
+
+// With Options.Sitemaps, the pages only a sitemap lists are crawled, each
+// sitemap is fetched once, and a listed URL that robots.txt closes or that
+// is on another host is not; without it, only the seed.
+func TestSitemapsSeedTheCrawl(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprint("sitemaps=", on), func(t *testing.T) {
+			site := &mapSite{served: map[string]int{}}
+			ts := httptest.NewServer(site)
+			defer ts.Close()
+			name := strings.NewReplacer("/", ".", "=", ".").Replace(t.Name())
+			c := crawlerOn(t, "t:"+name, name, nil, Options{Workers: 3, Sitemaps: on})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := c.Seed(ctx, []string{ts.URL + "/"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := map[bool]int{true: 1, false: 0}[on]
+			for i := range 5 {
+				if n := site.count(fmt.Sprintf("/listed/%d", i)); n != want {
+					t.Errorf("/listed/%d fetched %d times, want %d", i, n, want)
+				}
+			}
+			for _, p := range []string{"/maps/index.xml", "/maps/pages.xml"} {
+				if n := site.count(p); n != want {
+					t.Errorf("%s fetched %d times, want %d", p, n, want)
+				}
+			}
+			if n := site.count("/private/secret"); n != 0 {
+				t.Errorf("a sitemap URL robots.txt closes was fetched %d times", n)
+			}
+			if got := c.Progress().SitemapURLs; got != int64(5*want) {
+				t.Errorf("Progress.SitemapURLs = %d, want %d", got, 5*want)
+			}
+		})
+	}
+}
