@@ -41,18 +41,20 @@ type Meta struct {
 	// Created is when the crawl was created (server time); zero for a
 	// crawl created before it was recorded.
 	Created time.Time
-	// MaxPerSite is the frontier's default cap (Options.Cap, --max-per-site)
-	// of the process that created the crawl: the per-site limit its
-	// permits apply unless robots.txt asks for fewer (0: not recorded).
+	// The rest are the last joining process's Options (a crawl's
+	// processes should all give the same).
+	//
+	// MaxPerSite is its frontier's default cap (Options.Cap, which
+	// `crawler run` gives its --max-per-site): the per-site limit unless
+	// robots.txt asks for fewer (0: not recorded).
 	MaxPerSite int
-	// SiteKey is what one cap covers, "host" or "domain", as the process
-	// that created the crawl scheduled by ("": not recorded).
+	// SiteKey is what one cap covers, "host" or "domain" ("": not
+	// recorded).
 	SiteKey string
-	// MaxPages is the page limit of the last process to join the crawl (0:
-	// none; -1: not recorded).
+	// MaxPages is its page limit (0: none; -1: not recorded).
 	MaxPages int
-	// TTL is the last joining process's (0: not recorded); ExpiresIn is how
-	// long until the crawl's keys expire unless a process refreshes them.
+	// TTL is its key TTL (0: not recorded); ExpiresIn is how long until the
+	// crawl's keys expire unless a process refreshes them.
 	TTL, ExpiresIn time.Duration
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polite-crawler/polite/robots"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -147,8 +148,9 @@ func TestList(t *testing.T) {
 	}
 }
 
-// Open reads an existing crawl and writes nothing; an unknown one is
-// ErrNoCrawl, and stays unknown.
+// Open reads an existing crawl and writes nothing; its Meta has the limits
+// of the last process to join. An unknown crawl is ErrNoCrawl, and stays
+// unknown.
 func TestOpen(t *testing.T) {
 	ctx := ctxT(t)
 	f := newFrontier(t, Options{MaxPages: 7, Cap: 5, TTL: 2 * time.Hour})
@@ -162,6 +164,11 @@ func TestOpen(t *testing.T) {
 	}
 	if v := f.rdb.HGet(ctx, f.meta, "max_pages").Val(); v != "7" {
 		t.Fatalf("a reader changed the crawl's meta: max_pages %q", v)
+	}
+	join(f, Options{Cap: 4, MaxPages: 9, SiteKey: robots.Domain}).Seed(ctx, "http://b.example/")
+	if _, m, err := Open(ctx, f.rdb, &Options{Crawl: f.o.Crawl}); err != nil || m.MaxPerSite != 4 || m.MaxPages != 9 ||
+		m.SiteKey != "domain" || m.Shards != 1 || m.TTL != 24*time.Hour {
+		t.Fatalf("Open after another process joined: %+v, %v; want its limits", m, err)
 	}
 	_, _, err = Open(ctx, f.rdb, &Options{Crawl: f.o.Crawl + "-nosuch"})
 	if !errors.Is(err, ErrNoCrawl) {

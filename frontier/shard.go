@@ -63,10 +63,10 @@ func fingerprint(norm string) (fp, bucket string) {
 
 // layout is the crawl's shards. The first call of a process records it
 // in the crawl's meta (meta.lua: the shard count, Options.Shards or 1 with
-// MaxPages, and the limits, if the crawl has none yet; its page limit and
-// TTL in any case) and in the prefix's registry of crawls (register.lua),
-// and reads the crawl's shard count; it is then fixed for the Frontier's
-// life.
+// MaxPages, if the crawl has none yet; its cap, site key, page limit and
+// TTL in any case: see Meta) and in the prefix's registry of crawls
+// (register.lua), and reads the crawl's shard count; it is then fixed for
+// the Frontier's life.
 func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	if f.err != nil {
 		return nil, f.err

@@ -33,7 +33,7 @@ func crawler(t *testing.T, ctx context.Context, args ...string) (stdout, stderr 
 // A crawl's life through the binary: a run stops at --max-pages, with its
 // --crawl-ttl on the keys; status shows the limits the crawl uses (not its
 // own flags), crawls lists it at its limit; a second run with a higher
-// --max-pages continues with the links the first found past the limit and
+// --max-pages (and its own --max-per-site, which status then shows) continues with the links the first found past the limit and
 // fetches none twice; delete is a dry run without --yes, then deletes
 // every key of the crawl; an unknown crawl is an error (exit 1) for status
 // and delete.
@@ -62,16 +62,16 @@ func TestCrawlLifecycle(t *testing.T) {
 		}
 		return m, st
 	}
-	run := func(maxPages string) {
+	run := func(maxPages, perSite string) {
 		t.Helper()
 		args := append([]string{"run", "--redis", redisURL, "--crawl", crawl, "--progress", "1h", "--max-pages", maxPages,
-			"--max-per-site", "2", "--crawl-ttl", "2h"}, seeds...)
+			"--max-per-site", perSite, "--crawl-ttl", "2h"}, seeds...)
 		if _, stderr, code := crawler(t, ctx, args...); code != 0 {
 			t.Fatalf("run --max-pages %s: exit %d\n%s", maxPages, code, stderr)
 		}
 	}
 
-	run("5")
+	run("5", "2")
 	m, st := opened()
 	if st.Done+st.Failed != 5 || st.Admitted != 5 || st.Over == 0 {
 		t.Fatalf("after a run to --max-pages 5: %+v", st)
@@ -92,12 +92,12 @@ func TestCrawlLifecycle(t *testing.T) {
 		t.Fatalf("crawls: exit %d\n%s%s", code, out, stderr)
 	}
 
-	run("12")
+	run("12", "1")
 	if _, st := opened(); st.Done+st.Failed != 12 || st.Admitted != 12 || st.Queued != 0 {
 		t.Fatalf("after a run with --max-pages 12: %+v", st)
 	}
 	checkFetchedOnce(t, ts)
-	if m, _ := opened(); m.MaxPages != 12 {
+	if m, _ := opened(); m.MaxPages != 12 || m.MaxPerSite != 1 {
 		t.Fatalf("meta after the second run %+v", m)
 	}
 
