@@ -187,26 +187,42 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 		tctx, tcancel := context.WithTimeout(rctx, timeout)
 		rctx, cancel = tctx, func() { tcancel(); pcancel() }
 	}
+	rctx, clk := trace(rctx)
 	resp, err := t.base().RoundTrip(req.WithContext(rctx))
 	if err != nil {
 		cancel()
 		stopKeep()
+		p.SetOutcome(limiter.Outcome{Class: failure(ctx, p, err)})
 		t.releaseNow(p, r)
 		if p.Err() != nil {
 			return nil, fmt.Errorf("fetch: %s: %w (%w; %v)", req.URL, limiter.ErrPermitLost, robots.ErrNotFetched, err)
 		}
 		return nil, err
 	}
+	clk.gotHeaders()
 	t.observe(func(o Observer) { o.Response(site, resp.StatusCode) })
+	var retry time.Duration
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		if d := RetryAfter(resp.Header, clock.Now()); d > 0 {
-			t.Limiter.Backoff(context.WithoutCancel(ctx), site, d)
+		if retry = RetryAfter(resp.Header, clock.Now()); retry > 0 {
+			t.Limiter.Backoff(context.WithoutCancel(ctx), site, retry)
 		}
 	}
+	// The site's health hears of the fetch with the permit's release: its
+	// class, its time to first byte, and to last byte if the body ended.
+	out := limiter.Outcome{Class: classify(resp, retry), TTFB: clk.ttfb()}
 	empty := resp.ContentLength == 0 // nothing the site could still be sending
-	resp.Body = &permitBody{ReadCloser: resp.Body, done: func(early bool) {
+	body := &permitBody{ReadCloser: resp.Body}
+	body.done = func(early bool) {
 		cancel()
 		stopKeep()
+		if err := body.failed(); err != nil {
+			if c := failure(ctx, p, err); c != limiter.OutcomeNone {
+				out.Class = c
+			}
+		} else if !early || empty {
+			out.TTLB = clk.ttlb()
+		}
+		p.SetOutcome(out)
 		if early && !empty {
 			// Hung up before the end: the site goes on sending until it
 			// notices, so its slot is not free yet.
@@ -218,7 +234,8 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 			t.release(p)
 		}
 		// Reserved: the owner releases it, with its settlement (Reservation.ReleaseOn).
-	}}
+	}
+	resp.Body = body
 	return resp, nil
 }
 
@@ -299,6 +316,7 @@ type permitBody struct {
 	io.ReadCloser
 	once sync.Once
 	eof  atomic.Bool
+	err  atomic.Pointer[error] // the first read error other than EOF
 	done func(early bool)
 }
 
@@ -306,8 +324,18 @@ func (b *permitBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF {
 		b.eof.Store(true)
+	} else if err != nil {
+		b.err.CompareAndSwap(nil, &err)
 	}
 	return n, err
+}
+
+// failed is the first read error other than EOF, or nil.
+func (b *permitBody) failed() error {
+	if e := b.err.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 func (b *permitBody) Close() error {

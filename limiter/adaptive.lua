@@ -127,9 +127,11 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
     end
     if best < 0 or fb < best then
       h[5], h[6], h[7] = fb, 0, 0
-    elseif over(fb) and over(ttfb) then
-      -- Slow now and on average. Slow for bestmem ms on end: the site has
-      -- got slower for good, and its best is re-based on what it is now.
+    elseif over(ttfb) and (over(fb) or h[17] == 1) then
+      -- Slow now and on average, or now just after an increase (a probe is
+      -- judged on its own samples, so a failed one costs few slow fetches).
+      -- Slow for bestmem ms on end: the site has got slower for good, and
+      -- its best is re-based on what it is now.
       h[7] = h[7] + 1
       if h[6] == 0 then
         h[6] = tick()
@@ -137,8 +139,11 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
         h[5], h[6], h[7] = fb, 0, 0
       end
       slow = h[7] >= P.run
-    elseif not over(fb) then
-      h[6], h[7] = 0, 0
+    else
+      h[7] = 0
+      if not over(fb) then
+        h[6] = 0
+      end
     end
   end
   -- The window's outcomes.
