@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polite-crawler/polite/internal/redistest"
 	"github.com/polite-crawler/polite/robots"
 	"github.com/redis/go-redis/v9"
 )
@@ -253,5 +255,52 @@ func TestIsShardKey(t *testing.T) {
 		if isShardKey(k, "p", "a") != want {
 			t.Errorf("isShardKey(%q) = %v", k, !want)
 		}
+	}
+}
+
+// On a 3-master Redis Cluster, List finds crawls by the registry and by a
+// SCAN of every master, and Delete removes every key of a crawl spread
+// over all of them, one slot per UNLINK.
+func TestCrawlsOnRedisCluster(t *testing.T) {
+	rc, err := redistest.StartCluster(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	cc := rc.Client()
+	defer cc.Close()
+	ctx := ctxT(t)
+	var names []string
+	for i := range 6 {
+		f := New(cc, &Options{Crawl: fmt.Sprintf("c%d", i)})
+		if _, err := f.Seed(ctx, "http://a.example/", "http://b.example/", "http://c.example/"); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, f.o.Crawl)
+	}
+	cc.ZRem(ctx, registryKey("polite"), "c0", "c1") // as if from before the registry
+	got, complete, err := List(ctx, cc, "polite")
+	if err != nil || !complete || len(got) != len(names) {
+		t.Fatalf("List on a cluster: %+v, %v, complete %v", got, err, complete)
+	}
+	for i, c := range got {
+		if c.Name != names[i] || c.State != StateRunning || c.Stats.Queued != 3 || c.Meta.Shards != 16 {
+			t.Errorf("crawl %d: %+v", i, c)
+		}
+	}
+	if _, err := Delete(ctx, cc, "polite", "c0", DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		if left := c.Keys(ctx, "*crawl:c0}*").Val(); len(left) > 0 {
+			return fmt.Errorf("%s keeps %q", c.Options().Addr, left)
+		}
+		if len(c.Keys(ctx, "*crawl:c1}*").Val()) == 0 {
+			return fmt.Errorf("%s has no key of crawl c1", c.Options().Addr)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

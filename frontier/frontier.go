@@ -38,6 +38,15 @@
 // call. Seen URLs are kept as 64-bit fingerprints (FNV-1a of the
 // normalised URL) in 256 intsets per shard, about 13 bytes a URL.
 //
+// # A crawl's life
+//
+// The first process on a crawl creates it: its meta key records the shard
+// count and when, and each joining process its limits (Meta), and the
+// prefix's registry of crawls notes it. List reads every crawl with its
+// state, Open reads one without writing, and Delete removes one's keys.
+// URLs found past MaxPages wait in a bounded overflow for a process with a
+// higher limit.
+//
 // The key layout is the sharded one: keys of crawls from before it are not
 // read.
 package frontier
