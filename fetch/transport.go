@@ -208,8 +208,14 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 		}
 	}
 	// The site's health hears of the fetch with the permit's release: its
-	// class, its time to first byte, and to last byte if the body ended.
-	out := limiter.Outcome{Class: classify(resp, retry), TTFB: clk.ttfb()}
+	// class and, for a page (2xx, not robots.txt: those are quick and would
+	// make a site's best time one its pages never reach), its time to first
+	// byte, and to last byte if the body ended.
+	out := limiter.Outcome{Class: classify(resp, retry)}
+	sample := resp.StatusCode/100 == 2 && req.URL.Path != "/robots.txt"
+	if sample {
+		out.TTFB = clk.ttfb()
+	}
 	empty := resp.ContentLength == 0 // nothing the site could still be sending
 	body := &permitBody{ReadCloser: resp.Body}
 	body.done = func(early bool) {
@@ -219,7 +225,7 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 			if c := failure(ctx, p, err); c != limiter.OutcomeNone {
 				out.Class = c
 			}
-		} else if !early || empty {
+		} else if sample && (!early || empty) {
 			out.TTLB = clk.ttlb()
 		}
 		p.SetOutcome(out)
