@@ -50,6 +50,8 @@ type Config struct {
 	MaxBodySize        int           `yaml:"max_body_size" env:"CRAWLER_MAX_BODY_SIZE" flag:"max-body-size" help:"bytes read of a response body"`
 	MaxCrawlDelay      time.Duration `yaml:"max_crawl_delay" env:"CRAWLER_MAX_CRAWL_DELAY" flag:"max-crawl-delay" help:"longest Crawl-delay honoured; longer ones are clamped"`
 	StopGrace          time.Duration `yaml:"stop_grace" env:"CRAWLER_STOP_GRACE" flag:"stop-grace" help:"on SIGINT/SIGTERM, how long downloads under way may go on to finish, so that no other worker fetches them again (0: cancel them at once)"`
+	WARC               string        `yaml:"warc" env:"CRAWLER_WARC" flag:"warc" help:"keep every request and response (robots.txt and sitemaps included) as WARC 1.1 files (gzip per record) in this directory"`
+	WARCSize           int64         `yaml:"warc_size" env:"CRAWLER_WARC_SIZE" flag:"warc-size" help:"start a new WARC file once one reaches this many bytes"`
 	Sitemaps           bool          `yaml:"sitemaps" env:"CRAWLER_SITEMAPS" flag:"sitemaps" help:"also crawl the seeds' sites from their sitemaps (robots.txt's Sitemap: lines, or /sitemap.xml), under their permits like pages; --sitemaps=false: only links"`
 	Forever            bool          `yaml:"forever" env:"CRAWLER_FOREVER" flag:"forever" help:"keep waiting for new URLs when the crawl is done"`
 	Progress           time.Duration `yaml:"progress" env:"CRAWLER_PROGRESS" flag:"progress" help:"how often to report progress"`
@@ -87,7 +89,7 @@ func Default() Config {
 		UserAgent: "politebot/0.1 (+https://github.com/polite-crawler/polite)", Lease: 10 * time.Second,
 		Semaphore: "locked", SiteKey: robots.SiteKeyHost, Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
 		MaxBodySize: 10 << 20, MaxCrawlDelay: 30 * time.Second, Progress: 5 * time.Second,
-		StopGrace: 10 * time.Second, Sitemaps: true, MaxURLLength: 8192, CrawlTTL: 24 * time.Hour,
+		StopGrace: 10 * time.Second, Sitemaps: true, WARCSize: 1 << 30, MaxURLLength: 8192, CrawlTTL: 24 * time.Hour,
 		Adaptive: true, AdaptiveBackoff: time.Minute, AdaptiveBackoffMax: 24 * time.Hour, AdaptiveForgive: 30 * time.Minute,
 	}
 }
@@ -224,6 +226,12 @@ func set(v reflect.Value, s string) error {
 			return fmt.Errorf("not a whole number")
 		}
 		v.SetInt(int64(n))
+	case int64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not a whole number")
+		}
+		v.SetInt(n)
 	case bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
@@ -295,6 +303,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := robots.ParseSiteKey(c.SiteKey); err != nil || c.SiteKey == "" {
 		bad("site-key", "%q: want %s or %s", c.SiteKey, robots.SiteKeyHost, robots.SiteKeyDomain)
+	}
+	if c.WARCSize < 1<<20 {
+		bad("warc-size", "%d: want at least 1048576 (1 MiB)", c.WARCSize)
 	}
 	if c.MaxPerIP < 0 || c.MaxPerIP > MaxPerIPLimit {
 		bad("max-per-ip", "%d: want 0 (off) ..%d", c.MaxPerIP, MaxPerIPLimit)

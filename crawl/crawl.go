@@ -121,7 +121,7 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if o.Net == nil {
-		o.Net, _ = NewNet(lim, o.Cap, nil, 0) // no pins, no address cap: cannot fail
+		o.Net, _ = NewNet(lim, &NetOptions{Cap: o.Cap}) // no pins, no address cap: cannot fail
 	}
 	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, net: o.Net, wake: make(chan string, 1), done: make(chan struct{})}
 	c.tr = &fetch.Transport{Base: o.Net.rt, Limiter: lim, Robots: rob, Cap: o.Cap, Observer: o.Observer, SiteKey: o.SiteKey}

@@ -10,6 +10,7 @@ import (
 	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
+	"github.com/polite-crawler/polite/warc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -65,24 +66,45 @@ type Net struct {
 	idle func()
 }
 
-// NewNet returns a Net with room to keep cap connections idle per host.
-// With pins (fetch.ParseResolve) or maxPerIP > 0, every request is
-// resolved once (a bounded DNS cache; pinned names never ask DNS) and
-// dialled to exactly that address; with maxPerIP > 0 it also takes that
-// address's fleet-wide permit (at most maxPerIP at once), always after its
-// site's (fetch.AddrTransport). Without either, requests dial as net/http
-// does (with its fallback between a name's addresses).
-func NewNet(lim *limiter.Limiter, cap int, pins fetch.Pins, maxPerIP int) (*Net, error) {
-	base := pool(cap)
-	if len(pins) == 0 && maxPerIP <= 0 {
-		return &Net{rt: base, idle: base.CloseIdleConnections}, nil
+// NetOptions say how a crawl's requests reach servers (NewNet).
+type NetOptions struct {
+	// Cap is how many connections are kept idle per host (default 3).
+	Cap int
+	// Pins (fetch.ParseResolve) connect pinned names to their addresses
+	// without asking DNS.
+	Pins fetch.Pins
+	// MaxPerIP > 0 caps the requests at once per server address, fleet-wide.
+	MaxPerIP int
+	// WARC, if not nil, records every request and its response (package
+	// warc): pages, robots.txt and sitemaps alike.
+	WARC *warc.Writer
+}
+
+// NewNet returns a Net with room to keep o.Cap connections idle per host.
+// With o.Pins or o.MaxPerIP > 0, every request is resolved once (a bounded
+// DNS cache; pinned names never ask DNS) and dialled to exactly that
+// address; with MaxPerIP > 0 it also takes that address's fleet-wide
+// permit (at most MaxPerIP at once), always after its site's
+// (fetch.AddrTransport). Without either, requests dial as net/http does
+// (with its fallback between a name's addresses). o may be nil.
+func NewNet(lim *limiter.Limiter, o *NetOptions) (*Net, error) {
+	if o == nil {
+		o = &NetOptions{}
 	}
-	res, err := fetch.NewResolver(&fetch.ResolverOptions{Pins: pins})
-	if err != nil {
-		return nil, fmt.Errorf("crawl: %w", err)
+	base := pool(o.Cap)
+	n := &Net{rt: base, idle: base.CloseIdleConnections}
+	if len(o.Pins) > 0 || o.MaxPerIP > 0 {
+		res, err := fetch.NewResolver(&fetch.ResolverOptions{Pins: o.Pins})
+		if err != nil {
+			return nil, fmt.Errorf("crawl: %w", err)
+		}
+		at := fetch.NewAddrTransport(base, res, lim, o.MaxPerIP)
+		n.rt, n.idle = at, at.CloseIdleConnections
 	}
-	at := fetch.NewAddrTransport(base, res, lim, maxPerIP)
-	return &Net{rt: at, idle: at.CloseIdleConnections}, nil
+	if o.WARC != nil {
+		n.rt = &warc.Transport{Base: n.rt, W: o.WARC}
+	}
+	return n, nil
 }
 
 // CloseIdleConnections closes the Net's idle connections (and so their

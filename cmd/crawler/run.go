@@ -22,6 +22,7 @@ import (
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/metrics"
 	"github.com/polite-crawler/polite/robots"
+	"github.com/polite-crawler/polite/warc"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 )
@@ -213,7 +214,20 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usageErr("--resolve: %v", err)
 	}
-	network, err := crawl.NewNet(lim, cfg.MaxPerSite, pins, cfg.MaxPerIP)
+	var archive *warc.Writer
+	if cfg.WARC != "" {
+		if archive, err = warc.Open(cfg.WARC, &warc.Options{Prefix: cfg.Crawl, IsPartOf: cfg.Crawl, MaxFileSize: cfg.WARCSize}); err != nil {
+			return fmt.Errorf("--warc: %w", err)
+		}
+		defer func() { // after the crawl: its last exchanges are in the queue
+			if err := archive.Close(); err != nil {
+				log.Error("WARC files not finished", "dir", archive.Dir(), "err", err)
+			}
+			s := archive.Stats()
+			log.Info("WARC written", "dir", archive.Dir(), "exchanges", s.Exchanges, "files", s.Files, "truncated", s.Truncated, "errors", s.Errors, "last_error", archive.Err())
+		}()
+	}
+	network, err := crawl.NewNet(lim, &crawl.NetOptions{Cap: cfg.MaxPerSite, Pins: pins, MaxPerIP: cfg.MaxPerIP, WARC: archive})
 	if err != nil {
 		return err
 	}
