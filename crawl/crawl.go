@@ -465,6 +465,12 @@ func (c *Crawler) outcome(ctx context.Context, it frontier.Item, pg *page, err e
 			c.pages.Add(1)
 		}
 		s.Outcome, s.Links = frontier.Fetched, c.inScope(ctx, pg.links)
+	case pg.status == 0 && errors.Is(err, robots.ErrNotFetched) && !errors.Is(err, limiter.ErrPermitLost):
+		// The crawler's doing (no address permit in time, a connection
+		// to the wrong address refused): the request never went out, so
+		// no attempt is counted; back to the head of its site's queue a
+		// little later.
+		s.Outcome, s.Delay = frontier.Deferred, time.Second
 	case errors.Is(err, fetch.ErrDisallowed) || (pg.status >= 400 && pg.status < 500 && pg.status != http.StatusTooManyRequests):
 		c.skipped.Add(1)
 		s.Outcome = frontier.Skipped

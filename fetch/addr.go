@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -138,7 +139,18 @@ func PinnedDial(dial DialFunc) DialFunc {
 // net/http retries the request on a new connection (it does so for a
 // request that has no body or can replay it); otherwise the request fails
 // with ErrWrongAddress rather than reach a server it holds no permit for.
-// The check is made for HTTP/1 connections.
+// The check is made for HTTP/1 connections: an HTTP/2 connection to the
+// earlier address carries other requests too, and is used (counted in
+// Mismatches) until net/http retires it.
+//
+// A request that Base sends through a proxy (its Proxy func, such as
+// HTTP_PROXY from the environment) is sent as it is: the proxy connects,
+// so neither the pin nor the address cap applies to it.
+//
+// Without WithAddrTimeout, a request whose context has a deadline waits
+// for its address permit at most half the time left, so that one that
+// never got its permit fails as the crawler's doing (ErrNotFetched), not
+// as a timeout of the server's.
 type AddrTransport struct {
 	// Base makes the requests; its DialContext must be PinnedDial's
 	// (NewAddrTransport sets it).
@@ -186,6 +198,11 @@ func (t *AddrTransport) CloseIdleConnections() {
 // the crawler's doing, no verdict on the server.
 func (t *AddrTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	if t.proxied(req) {
+		// The proxy connects: which server it reaches is not ours to
+		// know, so neither the pin nor the address cap applies.
+		return t.Base.RoundTrip(req)
+	}
 	timeout, _ := ctx.Value(addrTimeoutKey{}).(time.Duration)
 	host, port := req.URL.Hostname(), urlPort(req.URL)
 	addr, err := t.Resolver.Resolve(ctx, host, port)
@@ -210,6 +227,13 @@ func (t *AddrTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	wctx, wcancel := withTimeout(ctx, timeout)
+	if dl, ok := ctx.Deadline(); ok && timeout <= 0 {
+		// The request's deadline covers the wait and the request: the wait
+		// gets half of what is left, so that a request that never had its
+		// permit ends as ours (ErrNotFetched), not as the server's timeout.
+		wcancel()
+		wctx, wcancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+	}
 	t.waiting.Add(1)
 	p, err := AcquireAddr(wctx, t.Limiter, addr, t.MaxPerIP)
 	t.waiting.Add(-1)
@@ -247,8 +271,20 @@ func (t *AddrTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// guard closes a connection whose far end is not addr before the request
-// is written on it (see AddrTransport), and reports whether it did.
+// proxied reports whether Base sends req through a proxy.
+func (t *AddrTransport) proxied(req *http.Request) bool {
+	ht, ok := t.Base.(*http.Transport)
+	if !ok || ht.Proxy == nil {
+		return false
+	}
+	u, err := ht.Proxy(req)
+	return err == nil && u != nil
+}
+
+// guard closes an HTTP/1 connection whose far end is not addr before the
+// request is written on it (see AddrTransport), and reports whether it
+// did. An HTTP/2 connection carries other requests' streams too: it is
+// counted (Mismatches) but left open, and the request goes on it.
 func (t *AddrTransport) guard(addr netip.Addr) (*httptrace.ClientTrace, *atomic.Bool) {
 	want := addr.Unmap().WithZone("")
 	refused := new(atomic.Bool)
@@ -257,11 +293,15 @@ func (t *AddrTransport) guard(addr netip.Addr) (*httptrace.ClientTrace, *atomic.
 		if err != nil {
 			return // not TCP: nothing to compare
 		}
-		if ap.Addr().Unmap().WithZone("") != want {
-			t.mismatches.Add(1)
-			refused.Store(true)
-			info.Conn.Close()
+		if ap.Addr().Unmap().WithZone("") == want {
+			return
 		}
+		t.mismatches.Add(1)
+		if tc, ok := info.Conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+			return
+		}
+		refused.Store(true)
+		info.Conn.Close()
 	}}, refused
 }
 

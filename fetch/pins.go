@@ -99,7 +99,7 @@ func (p Pins) lookup(host, port string) ([]netip.Addr, bool) {
 // hostKey is a host name as DNS and the pins know it: lowercase, ASCII
 // (IDNA), no trailing dot. An IP literal comes back in canonical form.
 func hostKey(host string) (string, error) {
-	h := strings.TrimSuffix(host, ".")
+	h := strings.TrimRight(host, ".") // as robots.Site: every trailing dot
 	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")); err == nil {
 		return a.Unmap().String(), nil
 	}
@@ -107,6 +107,11 @@ func hostKey(host string) (string, error) {
 		return "", errors.New("empty host")
 	}
 	if isASCII(h) { // as net/http: IDNA only for names that need it
+		for _, label := range strings.Split(h, ".") {
+			if label == "" || strings.Trim(label, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" {
+				return "", fmt.Errorf("host %q is not a host name", host)
+			}
+		}
 		return strings.ToLower(h), nil
 	}
 	a, err := idna.Lookup.ToASCII(h)
