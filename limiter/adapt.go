@@ -249,7 +249,7 @@ func (a *Adaptive) check() error {
 // adaptArgs are release.lua's ARGV[10..15] for an outcome o: nothing to
 // record when adaptive politeness is off.
 func (l *Limiter) adaptArgs(o Outcome) []any {
-	if !l.opts.adaptive().on() {
+	if l.adapt == "" {
 		return []any{"", 0, -1, -1, 0, ""}
 	}
 	if o.Class < OutcomeNone || o.Class > OutcomeConnError {

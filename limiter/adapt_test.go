@@ -178,6 +178,18 @@ func TestAdaptErrorsHalveCap(t *testing.T) {
 	})
 }
 
+// reduce feeds slow outcomes until site's effective cap is 1 (at most 30).
+func reduce(t *testing.T, l *Limiter, site string, rule Rule) {
+	t.Helper()
+	for range 30 {
+		if status(t, l, site, rule.Limit).Cap == 1 {
+			return
+		}
+		feed(t, l, site, rule, ok(300*time.Millisecond))
+	}
+	t.Fatal("30 slow fetches did not bring the effective cap to 1")
+}
+
 // A site that recovers gets its full cap back, one slot per window of
 // healthy fetches, never above the rule's limit; an increase that brings
 // trouble back doubles the window before the next one.
@@ -187,9 +199,7 @@ func TestAdaptRecovers(t *testing.T) {
 		l := newLimiter(t, newClient(t), Options{Mode: mode, Adaptive: fast(Adaptive{Window: window, Cooldown: 1})})
 		site, rule := "back.example", Rule{Limit: 3}
 		feed(t, l, site, rule, ok(50*time.Millisecond))
-		for status(t, l, site, 3).Cap != 1 {
-			feed(t, l, site, rule, ok(300*time.Millisecond))
-		}
+		reduce(t, l, site, rule)
 		// Healthy from here: the smoothed time falls back, then the cap grows.
 		// Bound: the EWMA's way down and the cool-down (a few fetches), then
 		// (limit-1) windows.
@@ -224,9 +234,7 @@ func TestAdaptRecovers(t *testing.T) {
 		// Fine at 1, not at 2: each probe at 2 fails and widens the window.
 		l2 := newLimiter(t, newClient(t), Options{Mode: mode, Adaptive: fast(Adaptive{Window: window, Cooldown: 1}), Prefix: testPrefix(t) + ":2"})
 		feed(t, l2, site, rule, ok(50*time.Millisecond))
-		for status(t, l2, site, 3).Cap != 1 {
-			feed(t, l2, site, rule, ok(300*time.Millisecond))
-		}
+		reduce(t, l2, site, rule)
 		var gaps []int
 		last := 0
 		for i := range 120 {
