@@ -275,24 +275,37 @@ func median(runs int, crawl func() (CrawlRow, error)) (CrawlRow, error) {
 		}
 		all = append(all, row)
 	}
+	return medianOf(all), nil
+}
+
+// medianOf is the crawl of all with the median utilisation, with the range
+// of all and the worst of their safety figures.
+func medianOf(all []CrawlRow) CrawlRow {
+	all = slices.Clone(all)
 	slices.SortFunc(all, func(a, b CrawlRow) int { return cmp.Compare(a.Util, b.Util) })
 	m := all[len(all)/2]
 	m.Runs, m.UtilMin, m.UtilMax = len(all), all[0].Util, all[len(all)-1].Util
 	for _, r := range all {
 		m.MaxAtOnce, m.OverCap, m.Disallowed = max(m.MaxAtOnce, r.MaxAtOnce), max(m.OverCap, r.OverCap), max(m.Disallowed, r.Disallowed)
 	}
-	return m, nil
+	return m
 }
 
 // polite crawls the sites with procs `crawler run` processes of workers
 // each, on one shared crawl whose keys are its own (so no crawl finds
 // another's robots.txt cached).
 func (s CrawlSpec) polite(ctx context.Context, name, mode string, procs, workers int) (CrawlRow, error) {
+	return s.politeArgs(ctx, name, mode, procs, workers)
+}
+
+// politeArgs is polite with extra flags for `crawler run`.
+func (s CrawlSpec) politeArgs(ctx context.Context, name, mode string, procs, workers int, extra ...string) (CrawlRow, error) {
 	crawlName := fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	row, err := s.crawl(ctx, name, procs, workers, func(seeds []string) []string {
-		return append([]string{"run", "--redis", "redis://" + s.RedisAddr, "--crawl", crawlName, "--prefix", crawlName,
+		args := append([]string{"run", "--redis", "redis://" + s.RedisAddr, "--crawl", crawlName, "--prefix", crawlName,
 			"--semaphore", mode, "--workers", strconv.Itoa(workers), "--user-agent", s.UserAgent, "--progress", "1h",
-			"--timeout", "30s", "--visibility", "1m"}, seeds...)
+			"--timeout", "30s", "--visibility", "1m"}, extra...)
+		return append(args, seeds...)
 	})
 	row.Mode = mode
 	return row, err

@@ -2,7 +2,7 @@ package bench
 
 import "time"
 
-// The goals this bench judges (issues 6 and 13). The verdicts, the charts'
+// The goals this bench judges (issues 6, 13 and 15). The verdicts, the charts'
 // goal lines and the report's sentences all read them from here.
 var (
 	// goalUncontended: acquire+release p50 ≤ this × two back-to-back PINGs.
@@ -20,6 +20,10 @@ const (
 	goalVsColly1  = 0.97                   // crawl: steady rate ≥ this × colly alone's, 1 process
 	goalVsCollyN  = 0.95                   // the same with 2 or more processes
 	goalSeenBytes = 40                     // Redis bytes per URL seen, at 100,000 URLs
+
+	goalFragile503  = 0.90 // adaptive on the fragile site: 503s fall by at least this share
+	goalFragileP95  = 0.50 // and its p95 latency by at least this share
+	goalHealthyRate = 0.98 // the healthy crawl's steady rate, adaptive on ÷ off, at least
 )
 
 // goalVsColly is the share of colly alone's steady rate a crawl of procs

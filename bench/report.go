@@ -136,6 +136,7 @@ func (r *Report) markdown(w io.Writer) {
 	r.crawlSection(p)
 	r.scaleSection(p)
 	r.clusterSection(p)
+	r.adaptiveSection(p)
 	r.robotsSection(p)
 }
 
@@ -188,6 +189,22 @@ func (r *Report) verdicts() []verdict {
 			verdict{"crawl cost, " + x.Name, fmt.Sprintf("≤ %.0f round trips and ≤ %s Redis CPU per page", trips, us(goalCrawlCPU)),
 				fmt.Sprintf("%.2f, %s", x.RoundTrips, us(cpu)), trips > 0 && x.RoundTrips <= trips && cpu <= goalCrawlCPU},
 			verdict{"crawl cap, " + x.Name, "0 starts over cap", fmt.Sprintf("most %d (cap %d), %d over", x.MaxAtOnce, x.Cap, x.OverCap), x.OverCap == 0 && x.MaxAtOnce <= x.Cap})
+	}
+	if len(r.Fragile) == 2 {
+		off, on := r.Fragile[0], r.Fragile[1]
+		drop503, dropP95 := drop(off.Overloaded, on.Overloaded), dropF(off.P95, on.P95)
+		v = append(v, verdict{"adaptive, fragile site", fmt.Sprintf("503s −%.0f %%, p95 −%.0f %%, pages/s no lower than off", 100*goalFragile503, 100*goalFragileP95),
+			fmt.Sprintf("503s −%.0f %% (%d → %d), p95 −%.0f %% (%.0f → %.0f ms), %.1f → %.1f pages/s", 100*drop503, off.Overloaded, on.Overloaded,
+				100*dropP95, off.P95, on.P95, off.PagesPerSec, on.PagesPerSec),
+			drop503 >= goalFragile503 && dropP95 >= goalFragileP95 && on.PagesPerSec >= off.PagesPerSec})
+	}
+	if len(r.Healthy) == 2 {
+		off, on := r.Healthy[0], r.Healthy[1]
+		ratio := 0.0
+		if off.Steady > 0 {
+			ratio = on.Steady / off.Steady
+		}
+		v = append(v, verdict{"adaptive, healthy crawl", fmt.Sprintf("steady rate on ÷ off ≥ %.2f", goalHealthyRate), fmt.Sprintf("%.3f (%.0f ÷ %.0f pages/s)", ratio, on.Steady, off.Steady), ratio >= goalHealthyRate})
 	}
 	if s := r.Seen; s != nil {
 		v = append(v, verdict{"seen URLs in Redis", fmt.Sprintf("≤ %d bytes per URL", goalSeenBytes), fmt.Sprintf("%.1f bytes (%d URLs)", s.PerURL, s.URLs), s.PerURL <= goalSeenBytes})
@@ -364,6 +381,49 @@ func (r *Report) clusterSection(p func(string, ...any)) {
 	p("")
 	p("The Redis CPU per page in the crawl table is the sum over the masters. Keys and CPU spread over every master because both the frontier (by shard) and the semaphores (by site) are split by site; with %d sites, how even the spread is depends on where their names hash.", r.CrawlSpec.Sites)
 	p("")
+}
+
+// drop is the share by which n fell from was (0 when was is 0).
+func drop(was, now int64) float64 { return dropF(float64(was), float64(now)) }
+
+func dropF(was, now float64) float64 {
+	if was <= 0 {
+		return 0
+	}
+	return (was - now) / was
+}
+
+func (r *Report) adaptiveSection(p func(string, ...any)) {
+	if len(r.Fragile) == 0 && len(r.Healthy) == 0 {
+		return
+	}
+	p("## Adaptive politeness")
+	p("")
+	if len(r.Fragile) > 0 {
+		f := r.Fragile[0]
+		p("One fragile site (testserver preset `fragile`: 50 ms alone, ×3 per other request in flight, a 503 without Retry-After when more than 2 are in flight; cap 3 from the crawler's default) crawled by %d `crawler run` processes of %d workers, adaptive off and on, the median of the crawls by pages/s. The hold-offs after a 503 without Retry-After are scaled down to the bench's seconds (`%s`; the defaults are 60 s, 24 h, 30 min). Every figure but the effective cap is counted at the site; the effective cap, extra delay and smoothed time to first byte are the site's health in Redis when the crawl ended.",
+			f.Procs, f.Workers, strings.Join(fragileArgs, " "))
+		p("")
+		p("| adaptive | pages | seconds | pages/s | 503s (overloaded) | p50 ms | p95 ms | most at once | effective cap at the end | extra delay | smoothed TTFB |")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for _, x := range r.Fragile {
+			capTxt, delay, ttfb := "–", "–", "–"
+			if x.Adaptive {
+				capTxt, delay, ttfb = fmt.Sprint(x.Cap), x.ExtraDelay.String(), x.TTFB.Round(time.Millisecond).String()
+			}
+			p("| %s | %d | %.1f | %.1f | %d | %.0f | %.0f | %d | %s | %s | %s |", map[bool]string{true: "on", false: "off"}[x.Adaptive],
+				x.Pages, x.Seconds, x.PagesPerSec, x.Overloaded, x.P50, x.P95, x.MaxAtOnce, capTxt, delay, ttfb)
+		}
+		p("")
+		p("Goals: with it on, 503s at least %.0f %% fewer and p95 latency at least %.0f %% lower than with it off, pages/s no lower.", 100*goalFragile503, 100*goalFragileP95)
+		p("")
+	}
+	if len(r.Healthy) > 0 {
+		p("The healthy crawl of the crawl section (%d sites × %d pages, %s), one process, adaptive off and on by turns: the controller must not take this busy machine's noise for a suffering site. Goal: the steady rate with it on ≥ %.2f× with it off.", r.CrawlSpec.Sites, r.CrawlSpec.Pages, r.CrawlSpec.Latency, goalHealthyRate)
+		p("")
+		crawlTable(p, r.Healthy)
+		p("")
+	}
 }
 
 func crawlTable(p func(string, ...any), rows []CrawlRow) {

@@ -16,7 +16,7 @@ import (
 )
 
 // Sections of a run, in the order they run; Options.Only picks some.
-var Sections = []string{"limiter", "hotsite", "crawl", "scale", "cluster", "robots"}
+var Sections = []string{"limiter", "hotsite", "crawl", "scale", "cluster", "adaptive", "robots"}
 
 // Options configure Run.
 type Options struct {
@@ -46,6 +46,8 @@ type Report struct {
 	Scale       []CrawlRow
 	Seen        *SeenRow
 	Cluster     []ClusterRow
+	Fragile     []FragileRow // adaptive off, then on
+	Healthy     []CrawlRow   // the healthy crawl, adaptive off, then on
 	Burst       []BurstRow
 	Robots      []RobotsRow
 }
@@ -59,7 +61,7 @@ func (r *Report) SafetyHeld() bool {
 			return false
 		}
 	}
-	crawls := slices.Concat(r.Crawl, r.Scale)
+	crawls := slices.Concat(r.Crawl, r.Scale, r.Healthy)
 	for _, c := range r.Cluster {
 		crawls = append(crawls, c.CrawlRow)
 	}
@@ -183,6 +185,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
+	if on("adaptive") {
+		fpages, runs := 200, 3
+		if o.Quick {
+			fpages, runs = 60, 1
+		}
+		logf("adaptive: the fragile site, %d pages, %d processes x %d workers, adaptive off then on, %d crawls each", fpages, fragileProcs, fragileWorkers, runs)
+		if r.Fragile, err = Fragile(ctx, r.CrawlSpec, fragileProcs, fragileWorkers, fpages, runs); err != nil {
+			return nil, err
+		}
+		logf("adaptive: the healthy crawl, atomic, 1 process, adaptive off and on by turns, %d crawls each", runs)
+		if r.Healthy, err = HealthyAdaptive(ctx, r.CrawlSpec, "atomic", r.CrawlSpec.Sites*siteCap+12, runs); err != nil {
+			return nil, err
+		}
+	}
 	if on("robots") {
 		logf("robots: Allowed on an 8 KiB path against hostile robots.txt files")
 		if r.Robots, err = Robots(8, 200); err != nil {
@@ -196,6 +212,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // The cluster section's crawl: 3 masters (the Redis Cluster minimum), the
 // crawler's default shard count.
 const clusterMasters, clusterProcs, clusterShards = 3, 2, 16
+
+// The adaptive section's fragile crawl: 4 processes (issue 15), each with
+// as many workers as the site's cap, so that without the controller the
+// fleet keeps the cap full.
+const fragileProcs, fragileWorkers = 4, 3
 
 // waitGuard waits until a fresh Redis grants permits: the limiter's
 // restart guard refuses them on a server younger than the lease (the

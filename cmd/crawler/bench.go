@@ -109,6 +109,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "  cluster     %-32s %4.0f%% of ideal, %.2f round trips and %s Redis CPU per page (by master %s), most at once %d (cap %d)\n",
 			x.Name, 100*x.Util, x.RoundTrips, x.RedisCPU.Round(time.Microsecond), strings.Join(spread, " "), x.MaxAtOnce, x.Cap)
 	}
+	for _, x := range r.Fragile {
+		fmt.Fprintf(stdout, "  fragile     adaptive %-5v %d processes   %.1f pages/s, %d 503s, p95 %.0f ms, effective cap %d, most at once %d (cap 3)\n",
+			x.Adaptive, x.Procs, x.PagesPerSec, x.Overloaded, x.P95, x.Cap, x.MaxAtOnce)
+	}
+	for _, x := range r.Healthy {
+		fmt.Fprintf(stdout, "  healthy     %-32s %4.0f%% of ideal, %.0f pages/s steady, most at once %d (cap %d)\n", x.Name, 100*x.Util, x.Steady, x.MaxAtOnce, x.Cap)
+	}
 	if s := r.Seen; s != nil {
 		fmt.Fprintf(stdout, "  seen        %d URLs: %.1f bytes of Redis each as fingerprints, %.1f kept whole\n", s.URLs, s.PerURL, s.URLSetPer)
 	}

@@ -29,7 +29,7 @@ func TestBenchQuick(t *testing.T) {
 		t.Fatalf("crawler bench --quick: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr.String())
 	}
 	// "hot site    polite locked ... most at once 3 (cap 3)", "crawl       polite, 2 process(es) ...".
-	atOnce := regexp.MustCompile(`^\s+(hot site|crawl|scale|cluster)\s+(.*?)\s{2,}.*most at once (\d+) \(cap (\d+)\)$`)
+	atOnce := regexp.MustCompile(`^\s+(hot site|crawl|scale|cluster|fragile|healthy)\s+(.*?)\s{2,}.*most at once (\d+) \(cap (\d+)\)$`)
 	seen := map[string]int{}
 	sc := bufio.NewScanner(strings.NewReader(string(stdout)))
 	for sc.Scan() {
@@ -40,19 +40,19 @@ func TestBenchQuick(t *testing.T) {
 		seen[m[1]]++
 		n, _ := strconv.Atoi(m[3])
 		limit, _ := strconv.Atoi(m[4])
-		ours := m[1] == "scale" || m[1] == "cluster" || strings.HasPrefix(m[2], "polite")
+		ours := m[1] == "scale" || m[1] == "cluster" || m[1] == "fragile" || m[1] == "healthy" || strings.HasPrefix(m[2], "polite")
 		if ours && (n > limit || n < 1) {
 			t.Errorf("%s %s: %d at once, cap %d", m[1], m[2], n, limit)
 		}
 	}
-	if seen["hot site"] != 4 || seen["crawl"] != 5 || seen["scale"] != 4 || seen["cluster"] != 2 {
-		t.Errorf("summary lines per section %v, want 4 hot site, 5 crawl, 4 scale, 2 cluster:\n%s", seen, stdout)
+	if seen["hot site"] != 4 || seen["crawl"] != 5 || seen["scale"] != 4 || seen["cluster"] != 2 || seen["fragile"] != 2 || seen["healthy"] != 2 {
+		t.Errorf("summary lines per section %v, want 4 hot site, 5 crawl, 4 scale, 2 cluster, 2 fragile, 2 healthy:\n%s", seen, stdout)
 	}
 	md, err := os.ReadFile(filepath.Join(out, "BENCHMARKS.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"--quick", "## Limiter: uncontended", "## Limiter: throughput", "## Limiter: hand-off", "## Crawl: utilisation", "## Crawl: how cost grows", "## Crawl: on a Redis Cluster", "| cores | "} {
+	for _, want := range []string{"--quick", "## Limiter: uncontended", "## Limiter: throughput", "## Limiter: hand-off", "## Crawl: utilisation", "## Crawl: how cost grows", "## Crawl: on a Redis Cluster", "## Adaptive politeness", "| cores | "} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("BENCHMARKS.md lacks %q", want)
 		}
