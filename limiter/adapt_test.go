@@ -401,3 +401,38 @@ func TestAdaptInvalid(t *testing.T) {
 		l.Close()
 	}
 }
+
+// A worker whose clock is an hour off records and obeys the same health:
+// every time the controller keeps is Redis's.
+func TestAdaptSkewedWorker(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		const backoff = 300 * time.Millisecond
+		a := fast(Adaptive{Backoff: backoff})
+		rdb := newClient(t)
+		off := newLimiter(t, rdb, Options{Mode: mode, Adaptive: a, Now: func() time.Time { return time.Now().Add(time.Hour) }})
+		right := newLimiter(t, rdb, Options{Mode: mode, Adaptive: a})
+		site, rule := "skew.example", Rule{Limit: 3}
+		feed(t, off, site, rule, ok(50*time.Millisecond))
+		feed(t, off, site, rule, Outcome{Class: OutcomeThrottled})
+		ctx := ctxT(t)
+		var busy *BusyError
+		if _, err := right.TryAcquireRule(ctx, site, rule); !errors.As(err, &busy) || busy.Wait < backoff*8/10 || busy.Wait > backoff*11/10 {
+			t.Fatalf("after a 503 recorded by a worker an hour ahead: %v, want busy for %s", err, backoff)
+		}
+		if st := status(t, right, site, 3); st.Cap != 1 || st.BackoffLeft > backoff*11/10 {
+			t.Fatalf("status %+v: want cap 1 and the backoff as Redis keeps it", st)
+		}
+		if s := off.AdaptStats(); s.HeldOff != 1 {
+			t.Errorf("the skewed worker's own view: %+v, want the site held off", s)
+		}
+		start := time.Now()
+		p, err := off.AcquireRule(ctx, site, rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Release(ctx)
+		if waited := time.Since(start); waited < backoff*8/10 {
+			t.Fatalf("the skewed worker waited %s, want the backoff", waited)
+		}
+	})
+}
