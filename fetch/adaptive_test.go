@@ -362,3 +362,40 @@ func TestAdaptiveHealthySiteUntouched(t *testing.T) {
 		t.Fatalf("a healthy site: %d decreases, effective cap %d, want none and 3", dec, st.Cap)
 	}
 }
+
+// A reserved permit (the crawl's path) carries its fetch's outcome to the
+// release the owner sends in its own pipeline (Reservation.ReleaseOn).
+func TestAdaptiveOutcomeOnReservation(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/robots.txt" {
+			time.Sleep(30 * time.Millisecond)
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer hs.Close()
+	tr := fleet(t, 1, keyPrefix(t), limiter.Options{})[0]
+	u := mustURL(t, hs.URL+"/p/1")
+	ctx := t.Context()
+	res, err := tr.Reserve(ctx, u, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := getCtx(WithReservation(ctx, res), &http.Client{Transport: tr}, u.String()); err != nil || code != 200 {
+		t.Fatalf("GET: %d %v", code, err)
+	}
+	rdb := srv.Client()
+	defer rdb.Close()
+	pipe := rdb.Pipeline()
+	after := res.ReleaseOn(ctx, pipe)
+	pipe.Exec(ctx)
+	if err := after(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := tr.Limiter.Status(ctx, robots.Site(u), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TTFB < 25*time.Millisecond || st.TTLB < st.TTFB || st.Window.OK != 2 { // robots.txt and the page
+		t.Fatalf("health after a reserved fetch: TTFB %s TTLB %s, window %+v: want the fetch recorded", st.TTFB, st.TTLB, st.Window)
+	}
+}
