@@ -57,7 +57,7 @@ func (m *timing) ttlb() time.Duration { return max(time.Since(m.start)-m.from(),
 
 // classify is a response's class for the site's health: a 429 or 503
 // without Retry-After is throttling (the fleet backs off, doubling), with
-// Retry-After it is still trouble but the site has said how long to wait.
+// Retry-After an error (the site has said how long to wait: Backoff).
 func classify(resp *http.Response, retryAfter time.Duration) limiter.OutcomeClass {
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:

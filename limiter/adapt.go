@@ -25,8 +25,10 @@ import (
 //   - Trouble is the smoothed time to first byte (an EWMA of ordinary
 //     responses, weight Smoothing) above Slowdown times the best recent one
 //     and MinExcess above it, for SlowRun samples in a row (the sample
-//     itself slow too), or a 429 or 503, or errors (other 5xx, timeouts,
-//     connection errors) above ErrorShare of Window outcomes.
+//     itself slow too; just after an increase, the samples alone), or a
+//     429 or 503 without Retry-After, or errors (5xx, 429 with
+//     Retry-After, timeouts, connection errors) above ErrorShare of Window
+//     outcomes.
 //   - On trouble the cap halves (at least 1); at 1 an extra delay starts at
 //     FirstDelay and doubles up to MaxDelay. Then the outcomes of the
 //     fetches in flight under the old cap, and Cooldown more, are not
@@ -40,7 +42,7 @@ import (
 //     (as Backoff does) for Backoff, doubling with each repeat up to
 //     MaxBackoff, ±10 % jitter; its level is forgiven after Forgive without
 //     one. A 429/503 with Retry-After holds off as the site asks (the
-//     caller's Backoff), and counts as trouble.
+//     caller's Backoff), as before, and counts as an error.
 //   - The best recent time is the lowest smoothed one; a site slow for
 //     BestMemory on end has got slower for good, and its best re-bases.
 //   - The record expires Forgive after its last write (or its backoff's
@@ -64,7 +66,7 @@ const (
 	// held off the site for a backoff that doubles with each repeat.
 	OutcomeThrottled
 	// OutcomeRetryAfter is a 429 or 503 with Retry-After (the caller holds
-	// the fleet off as asked, with Backoff): trouble, no doubling.
+	// the fleet off as asked, with Backoff): an error, no doubling.
 	OutcomeRetryAfter
 	// OutcomeServerError is any other 5xx.
 	OutcomeServerError

@@ -154,14 +154,15 @@ func TestAdaptLatencyHalvesCap(t *testing.T) {
 	})
 }
 
-// Errors (5xx, timeouts, connection errors) count as trouble above their
+// Errors (5xx, 429/503 with Retry-After, timeouts, connection errors)
+// count as trouble above their
 // share of the window: not the first ones.
 func TestAdaptErrorsHalveCap(t *testing.T) {
 	forModes(t, func(t *testing.T, mode Mode) {
 		l := newLimiter(t, newClient(t), Options{Mode: mode, Adaptive: fast(Adaptive{Window: 10, ErrorShare: 0.2})})
 		site, rule := "errs.example", Rule{Limit: 3}
 		feed(t, l, site, rule, ok(10*time.Millisecond))
-		for i, c := range []OutcomeClass{OutcomeServerError, OutcomeTimeout} {
+		for i, c := range []OutcomeClass{OutcomeServerError, OutcomeRetryAfter} {
 			feed(t, l, site, rule, Outcome{Class: c})
 			if st := status(t, l, site, 3); st.Reduced {
 				t.Fatalf("after %d errors of 10: reduced to %d, want errors above 2 to count", i+1, st.Cap)
@@ -172,7 +173,7 @@ func TestAdaptErrorsHalveCap(t *testing.T) {
 		if st.Cap != 1 {
 			t.Fatalf("after 3 errors of 10: cap %d, want 1", st.Cap)
 		}
-		if w := st.Window; w.OK != 1 || w.ServerErrors != 1 || w.Timeouts != 1 || w.ConnErrors != 1 {
+		if w := st.Window; w.OK != 1 || w.ServerErrors != 1 || w.Throttled != 1 || w.ConnErrors != 1 {
 			t.Errorf("window counts %+v", w)
 		}
 	})

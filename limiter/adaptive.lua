@@ -154,7 +154,7 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
   local slot = ({9, 10, 10, 11, 12, 13})[cls]
   h[slot] = h[slot] + 1
   local errs = h[10] + h[11] + h[12] + h[13]
-  local trouble = slow or cls == C_THROTTLED or cls == C_RETRY or (cls ~= C_OK and errs > P.share * P.window)
+  local trouble = slow or cls == C_THROTTLED or (cls ~= C_OK and errs > P.share * P.window)
   -- A headerless 429/503: hold the fleet off, twice as long as last time,
   -- unless the backoff it belongs to is still on (the same burst).
   if cls == C_THROTTLED then
