@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,6 +93,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if st := ts.Stats(); st.Shared() {
 		fmt.Fprintf(stdout, "demo: the sites share %d IPs (%d by name, told apart by Host), cap per IP %d\n",
 			len(st.Addresses), len(ts.Resolve()), p.AddressCap)
+	}
+	if fragile := slices.ContainsFunc(ts.Sites(), func(s testserver.Site) bool { return s.Spec.Fragile.On() }); fragile {
+		// A 503 without Retry-After holds the fleet off a minute by
+		// default, doubling: scaled down to the demo's seconds.
+		shared = append(shared, "--adaptive-backoff", "2s", "--adaptive-backoff-max", "10s", "--adaptive-forgive", "30s")
+		fmt.Fprintln(stdout, "demo: fragile sites: adaptive politeness lowers their cap; hold-offs after a 503 scaled to 2s..10s (60s..24h by default)")
 	}
 	fmt.Fprintf(stdout, "demo: %d crawler processes x %d workers, %s semaphore, lease %s\n", *procs, *workers, *semaphore, *lease)
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -62,7 +63,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "site\tlimit\tholders\twaiters\tqueued\tready in\tdelay left\t")
+	fmt.Fprintln(tw, "site\tlimit\tcap now\textra delay\tttfb\tbackoff\tholders\twaiters\tqueued\tready in\tdelay left\t")
 	for _, s := range sites {
 		limit, known := perSite, "?"
 		for _, scheme := range []string{"http", "https"} { // one robots.txt each; the site's permits are shared
@@ -78,14 +79,27 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if s.Full {
 			ready = "at cap" // back when one of its fetches settles
 		}
-		fmt.Fprintf(tw, "%s\t%d%s\t%d\t%d\t%d\t%s\t%s\t\n", s.Site, limit, known, ls.Holders, ls.Waiting, s.Queued, ready, ls.NextIn)
+		capNow, ttfb, back := "-", "-", "-"
+		if ls.Cap > 0 {
+			capNow = strconv.Itoa(ls.Cap)
+		}
+		if ls.TTFB > 0 {
+			ttfb = ls.TTFB.Round(time.Millisecond).String()
+		}
+		if ls.BackoffLeft > 0 {
+			back = fmt.Sprintf("%s (x%d)", ls.BackoffLeft.Round(time.Second), ls.Backoffs)
+		}
+		fmt.Fprintf(tw, "%s\t%d%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", s.Site, limit, known, capNow, ls.ExtraDelay, ttfb, back,
+			ls.Holders, ls.Waiting, s.Queued, ready, ls.NextIn)
 	}
 	if len(sites) == 0 {
-		fmt.Fprintln(tw, "(no site has queued URLs)\t\t\t\t\t\t\t")
+		fmt.Fprintln(tw, "(no site has queued URLs)\t\t\t\t\t\t\t\t\t\t\t")
 	}
 	tw.Flush()
 	if len(sites) > 0 {
-		fmt.Fprintln(stdout, "\nlimit?: robots.txt not fetched yet; the crawl's max per site is shown.")
+		fmt.Fprintln(stdout, "\nlimit?: robots.txt not fetched yet; the crawl's max per site is shown. cap now: the cap adaptive politeness")
+		fmt.Fprintln(stdout, "applies, fleet-wide (- : no health recorded yet); extra delay, ttfb (smoothed time to first byte) and")
+		fmt.Fprintln(stdout, "backoff (after a 429/503 without Retry-After, with its level) are the site's health in Redis.")
 	}
 	return nil
 }
