@@ -11,7 +11,8 @@
 -- a host that keeps asking stays counted. At most ceiling_max contributors
 -- have entries of their own; one more is folded into the field '*', which
 -- holds the strictest rule of those folded (lowest limit, longest delay), so
--- the bound never loosens the ceiling. Every write sets the hash's TTL to
+-- the bound never loosens the ceiling; a looser rule folded in does not
+-- keep it alive. Every write sets the hash's TTL to
 -- keep, so a site nobody asks about leaves nothing behind.
 
 local ceiling_max = 64
@@ -41,14 +42,19 @@ local function ceiling(now, keep, contribs, write)
     for _, c in ipairs(contribs) do
       local from, l, d = c[1], c[2], c[3]
       local e = have[from]
+      local skip = false
       if not e and live >= ceiling_max then
-        -- Full: fold into '*', never loosening it.
+        -- Full: fold into '*', never loosening it. A rule no stricter than
+        -- what '*' holds leaves it alone, time included: a strict rule
+        -- folded there lives only as long as strict askers come back, not
+        -- as long as anyone folded asks.
         from, e = '*', have['*']
         if e then
+          skip = l >= e[1] and d <= e[2]
           l, d = math.min(l, e[1]), math.max(d, e[2])
         end
       end
-      if not e or e[1] ~= l or e[2] ~= d or now - e[3] >= keep / 8 then
+      if not skip and (not e or e[1] ~= l or e[2] ~= d or now - e[3] >= keep / 8) then
         if not e and from ~= '*' then
           live = live + 1
         end

@@ -289,3 +289,40 @@ func TestCeilingInvalidContributor(t *testing.T) {
 		}
 	}
 }
+
+// A strict rule folded into '*' is forgotten RuleMemory after its last
+// asker, even while looser folded hosts keep asking: they neither loosen
+// it nor keep it alive.
+func TestCeilingFoldedStrictRuleIsForgotten(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		const memory = 800 * time.Millisecond
+		l := newLimiter(t, newClient(t), Options{Mode: mode, RuleMemory: memory})
+		ask := func(from string, limit int) int {
+			p, err := l.TryAcquireRule(ctx, "shop.example", Rule{Limit: limit, From: from})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Release(ctx)
+			return p.Rule().Limit
+		}
+		for i := range 64 {
+			ask(fmt.Sprintf("h%d.shop.example", i), 3)
+		}
+		if got := ask("strict.shop.example", 1); got != 1 { // folded into '*', asks once
+			t.Fatalf("the strict host's own permit: limit %d, want 1", got)
+		}
+		if got := ask("h0.shop.example", 3); got != 1 {
+			t.Fatalf("right after the strict host asked: limit %d, want 1", got)
+		}
+		for deadline := time.Now().Add(3 * memory); time.Now().Before(deadline); time.Sleep(memory / 6) {
+			for i := range 64 {
+				ask(fmt.Sprintf("h%d.shop.example", i), 3)
+			}
+			ask("late.shop.example", 3) // another folded host, a looser rule
+		}
+		if got := ask("h0.shop.example", 3); got != 3 {
+			t.Errorf("%s after the strict host last asked (RuleMemory %s): limit %d, want 3", 3*memory, memory, got)
+		}
+	})
+}
