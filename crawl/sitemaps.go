@@ -37,7 +37,8 @@ func (s *sitemaps) noteSeeds(seeds []string) {
 }
 
 // discoverSitemaps reads the sitemaps of the origins Seed noted (those its
-// robots.txt names, or /sitemap.xml) and queues the URLs they list on
+// robots.txt names, or /sitemap.xml), each once per crawl whichever
+// process seeded it (frontier.Frontier.Claim), and queues the URLs they list on
 // their own host, at depth 1, through the scope like links. Every sitemap
 // request goes through the crawl's Transport: the robots check and the
 // site's permit, like a page. While it runs, this process's workers do not
@@ -47,6 +48,13 @@ func (c *Crawler) discoverSitemaps(ctx context.Context) {
 	f := &sitemap.Fetcher{Client: &http.Client{Transport: c.tr}, UserAgent: c.o.UserAgent,
 		Options: &sitemap.Options{MaxLocLength: c.o.MaxURLLength}, Log: c.o.Log}
 	for _, o := range c.maps.origins {
+		// Once per crawl: several processes may seed the same sites.
+		if first, err := c.fr.Claim(ctx, "sitemaps "+o.String()); err != nil || !first {
+			if err != nil && ctx.Err() == nil {
+				c.o.Log.Warn("sitemaps not read: cannot claim them", "site", o.Host, "err", err)
+			}
+			continue
+		}
 		pol, err := c.rob.Policy(ctx, o)
 		if err != nil {
 			if ctx.Err() != nil {

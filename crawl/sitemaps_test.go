@@ -88,3 +88,40 @@ func TestSitemapsSeedTheCrawl(t *testing.T) {
 		})
 	}
 }
+
+// Two processes that seed the same site read its sitemaps once between
+// them.
+func TestSitemapsReadOncePerCrawl(t *testing.T) {
+	site := &mapSite{served: map[string]int{}}
+	ts := httptest.NewServer(site)
+	defer ts.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var cs []*Crawler
+	for i := range 2 { // each admits a seed of its own, so each would read the sitemaps
+		c := crawlerOn(t, "t:maps.once", "maps.once", nil, Options{Workers: 2, Sitemaps: true})
+		if n, err := c.Seed(ctx, []string{fmt.Sprintf("%s/seed/%d", ts.URL, i)}); err != nil || n != 1 {
+			t.Fatalf("seed %d: admitted %d, %v", i, n, err)
+		}
+		cs = append(cs, c)
+	}
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() {
+			if err := c.Run(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, p := range []string{"/maps/index.xml", "/maps/pages.xml"} {
+		if n := site.count(p); n != 1 {
+			t.Errorf("%s fetched %d times by two seeding processes, want 1", p, n)
+		}
+	}
+	for i := range 5 {
+		if n := site.count(fmt.Sprintf("/listed/%d", i)); n != 1 {
+			t.Errorf("/listed/%d fetched %d times, want 1", i, n)
+		}
+	}
+}

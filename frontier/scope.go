@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
 )
 
 // A crawl's scope is the set of sites whose links it follows: the sites of
@@ -97,4 +100,23 @@ func (f *Frontier) noteScopeLen(n int64) {
 			return
 		}
 	}
+}
+
+// Claim reports whether this call is the first of the crawl's processes to
+// claim task (a name such as "sitemaps http://example.com/"), so that work
+// done once per crawl, whoever seeded it, is done once. The claim lasts as
+// long as the crawl's keys (Options.TTL); task is hashed into the key, so
+// any text will do.
+func (f *Frontier) Claim(ctx context.Context, task string) (bool, error) {
+	if f.err != nil {
+		return false, f.err
+	}
+	h := fnv.New64a()
+	h.Write([]byte(task))
+	key := strings.TrimSuffix(f.meta, "meta") + "claim:" + strconv.FormatUint(h.Sum64(), 16)
+	ok, err := f.rdb.SetNX(ctx, key, task, f.o.TTL).Result()
+	if err != nil {
+		return false, fmt.Errorf("frontier: claim %q: %w", task, err)
+	}
+	return ok, nil
 }
