@@ -111,6 +111,13 @@ func Delete(ctx context.Context, rdb redis.UniversalClient, prefix, crawl string
 			add(k)
 		}
 	}
+	// Claims of once-per-crawl work (Claim), in the crawl's own tag.
+	claims, claimsDone, err := scanKeys(ctx, rdb, globEscape(prefix+":"+crawlTag+"claim:")+"*", ScanBudget)
+	if err != nil {
+		return fail(err)
+	}
+	d.Complete = d.Complete && claimsDone
+	add(claims...)
 	reg := registryKey(prefix)
 	pipe := rdb.Pipeline()
 	var exists []*redis.IntCmd
