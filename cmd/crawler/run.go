@@ -30,20 +30,7 @@ import (
 // loadConfig reads defaults, --config FILE, CRAWLER_* and then the flags
 // (config.Load), then validates them.
 func loadConfig(name string, args []string, stderr io.Writer, usage func(fs *flag.FlagSet)) (*config.Config, *flag.FlagSet, error) {
-	fs := flag.NewFlagSet("crawler "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(fs) }
-	cfg, err := config.Load(fs, args, os.Getenv)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return nil, nil, err
-	case err != nil:
-		return nil, nil, usageErr("%v", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, nil, usageErr("invalid settings:\n%v", err)
-	}
-	return cfg, fs, nil
+	return loadConfigExtra(name, args, stderr, func(*flag.FlagSet) {}, usage)
 }
 
 // connect builds the Redis client and waits for it: a few tries with
