@@ -32,6 +32,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	lease := fs.Duration("lease", 2*time.Second, "permit lease (the mixed profile has pages that stream longer)")
 	listen := fs.String("listen", "127.0.0.1:0", "test server dashboard address")
 	limit := fs.Duration("limit", 3*time.Minute, "give up after this long")
+	warcDir := fs.String("warc", "", "write every request and response as WARC files here (default: a new directory under $TMPDIR; \"off\" for none)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: crawler demo [flags]")
 		fmt.Fprintln(stderr, "\nRuns a whole polite crawl on this machine: an embedded Redis, a local test server with many")
@@ -100,6 +101,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		shared = append(shared, "--adaptive-backoff", "2s", "--adaptive-backoff-max", "10s", "--adaptive-forgive", "30s")
 		fmt.Fprintln(stdout, "demo: fragile sites: adaptive politeness lowers their cap; hold-offs after a 503 scaled to 2s..10s (60s..24h by default)")
 	}
+	if *warcDir, err = demoWARCDir(*warcDir); err != nil {
+		return err
+	}
+	if *warcDir != "" {
+		shared = append(shared, "--warc", *warcDir)
+	}
 	fmt.Fprintf(stdout, "demo: %d crawler processes x %d workers, %s semaphore, lease %s\n", *procs, *workers, *semaphore, *lease)
 
 	exe, err := os.Executable()
@@ -148,6 +155,7 @@ wait:
 	fmt.Fprintf(stdout, "demo: crawl finished in %.1fs\n\n", time.Since(start).Seconds())
 	bad, badAddrs := writeVerdict(stdout, ts.Stats())
 	writeFragile(stdout, ts.Stats())
+	writeWARCNote(stdout, *warcDir)
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("gave up after --limit %s", *limit)

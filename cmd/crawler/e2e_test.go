@@ -288,11 +288,15 @@ func TestKilledAndInterruptedWorkers(t *testing.T) {
 func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, build(t), "demo", "--sites", "6", "--procs", "2", "--workers", "3").CombinedOutput()
+	dir := t.TempDir()
+	out, err := exec.CommandContext(ctx, build(t), "demo", "--sites", "6", "--procs", "2", "--workers", "3", "--warc", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}
-	for _, want := range []string{"embedded Redis", "max at once", "Every site saw at most its cap"} {
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz")); len(files) == 0 {
+		t.Errorf("the demo wrote no WARC file in %s", dir)
+	}
+	for _, want := range []string{"embedded Redis", "max at once", "Every site saw at most its cap", "WARC: ", dir} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
