@@ -52,7 +52,7 @@ func NewRobotsCache(rdb redis.UniversalClient, lim *limiter.Limiter, cap int, o 
 // the permit of its key, and a crawl delay holds off the key's permits.
 // robots.txt itself is still fetched and cached per scheme+host+port.
 func NewRobotsCacheOn(rdb redis.UniversalClient, lim *limiter.Limiter, net *Net, key robots.SiteKey, o robots.CacheOptions, obs fetch.Observer) *robots.Cache {
-	tr := &fetch.RobotsTransport{Limiter: lim, Observer: obs, Timeout: o.FetchTimeout, SiteKey: key}
+	tr := &fetch.RobotsTransport{Base: pool(3), Limiter: lim, Observer: obs, Timeout: o.FetchTimeout, SiteKey: key}
 	if net != nil {
 		tr.Base = net.rt
 	}
