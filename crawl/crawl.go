@@ -444,9 +444,11 @@ func (c *Crawler) fetch(ctx context.Context, w *worker, it frontier.Item, res *f
 	defer c.inflight.Add(-1)
 	w.col.Context = fetch.WithReservation(w.fetching, res) // the request carries its permit
 	defer func() { w.col.Context = w.fetching }()
-	start := time.Now()
+	w.cur.start = time.Now()
 	err := w.col.Request(http.MethodGet, it.URL, nil, nil, nil)
-	w.cur.took = time.Since(start)
+	if w.cur.took == 0 { // no response (colly's callbacks time one)
+		w.cur.took = time.Since(w.cur.start)
+	}
 	return err
 }
 

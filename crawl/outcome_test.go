@@ -136,6 +136,9 @@ func TestEveryOutcomeAddsUp(t *testing.T) {
 			if w[i].ContentType == "" {
 				g.ContentType = "" // net/http's error pages say text/plain
 			}
+			if requested := g.Status != 0; requested != (g.DurationMS > 0) {
+				t.Errorf("%s, line %d: status %d in %v ms", u, i+1, g.Status, g.DurationMS)
+			}
 			g.URL, g.FetchedAt, g.Worker, g.Error, g.DurationMS = "", time.Time{}, "", "", 0
 			w[i].Crawl = "every"
 			if g != w[i] {

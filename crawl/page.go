@@ -23,12 +23,13 @@ const maxLinks = 10000
 // page is what a worker's collector saw of the page it fetches.
 type page struct {
 	status, bytes int
-	links         []string // absolute, at most maxLinks
-	tooLong       int      // links dropped for being longer than the limit
-	ctype         string   // the Content-Type header
-	location      string   // a redirect's Location, absolute
-	truncated     bool     // the body was cut at Options.MaxBodySize
-	took          time.Duration
+	links         []string      // absolute, at most maxLinks
+	tooLong       int           // links dropped for being longer than the limit
+	ctype         string        // the Content-Type header
+	location      string        // a redirect's Location, absolute
+	truncated     bool          // the body was cut at Options.MaxBodySize
+	start         time.Time     // the request's
+	took          time.Duration // from start to the body read (not parsed)
 }
 
 func (p *page) reset() { *p = page{links: p.links[:0]} }
@@ -107,7 +108,7 @@ func (c *Crawler) record(it frontier.Item, pg *page, v verdict, err error) {
 // at max bytes: colly reads at most max, so a body of that length was cut
 // unless the response said it was exactly that long.
 func (p *page) response(r *colly.Response, max int) {
-	p.status, p.bytes = r.StatusCode, len(r.Body)
+	p.status, p.bytes, p.took = r.StatusCode, len(r.Body), time.Since(p.start)
 	if r.Headers == nil {
 		return
 	}
