@@ -97,8 +97,14 @@ type Crawler struct {
 
 	maps sitemaps
 
-	pages, failed, skipped, inflight, tooLong, linksClosed atomic.Int64
-	tooLongSeen                                            atomic.Bool // the first such link is logged at Info
+	crawl       string // the crawl's name, in each result
+	maxAttempts int    // the frontier's: a retryable failure on the last is final
+	seeds       seedFates
+
+	counts                         [numOutcomes]atomic.Int64 // turns recorded, by outcome
+	bytes                          atomic.Int64              // body bytes read
+	inflight, tooLong, linksClosed atomic.Int64
+	tooLongSeen                    atomic.Bool // the first such link is logged at Info
 }
 
 // New returns a Crawler. rob must fetch robots.txt under permits too (see
@@ -117,13 +123,18 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 	if o.MaxURLLength <= 0 {
 		o.MaxURLLength = DefaultMaxURLLength
 	}
+	if o.MaxBodySize <= 0 {
+		o.MaxBodySize = 10 << 20
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if o.Net == nil {
 		o.Net, _ = NewNet(lim, &NetOptions{Cap: o.Cap}) // no pins, no address cap: cannot fail
 	}
-	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, net: o.Net, wake: make(chan string, 1), done: make(chan struct{})}
+	fo := fr.Options()
+	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, net: o.Net, wake: make(chan string, 1), done: make(chan struct{}),
+		crawl: fo.Crawl, maxAttempts: fo.MaxAttempts}
 	c.tr = &fetch.Transport{Base: o.Net.rt, Limiter: lim, Robots: rob, Cap: o.Cap, Observer: o.Observer, SiteKey: o.SiteKey}
 	if o.Out != nil {
 		c.enc = json.NewEncoder(o.Out)
@@ -151,6 +162,7 @@ func (c *Crawler) Seed(ctx context.Context, seeds []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	c.seeds.gave(seeds)
 	if n > 0 && c.o.Sitemaps {
 		c.maps.noteSeeds(seeds)
 	}
@@ -161,27 +173,6 @@ func (c *Crawler) Seed(ctx context.Context, seeds []string) (int, error) {
 		return n, fmt.Errorf("crawl: seeded, but: %w", err)
 	}
 	return n, nil
-}
-
-// Progress is what this process has done so far.
-type Progress struct {
-	Pages, Failed, Skipped, InFlight, Waiting int64
-	// TooLong counts the links found that were longer than
-	// Options.MaxURLLength, and dropped.
-	TooLong int64
-	// LinksDisallowed counts the links found that their site's robots.txt
-	// closes, dropped before they were queued (see Crawler.Seed's scope).
-	LinksDisallowed int64
-	// SitemapURLs counts the URLs the seeds' sitemaps listed that were
-	// queued (Options.Sitemaps).
-	SitemapURLs int64
-}
-
-// Progress reads the process's counters.
-func (c *Crawler) Progress() Progress {
-	return Progress{Pages: c.pages.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), InFlight: c.inflight.Load(),
-		TooLong: c.tooLong.Load(), LinksDisallowed: c.linksClosed.Load(), Waiting: int64(c.tr.Waiting()),
-		SitemapURLs: c.maps.urls.Load()}
 }
 
 // Run works until the crawl is done for the whole fleet (or forever with
@@ -331,7 +322,7 @@ func (c *Crawler) rouse(site string) {
 
 // listen has w's collector note what each response brings into w.cur.
 func (c *Crawler) listen(w *worker) {
-	w.col.OnResponse(func(r *colly.Response) { w.cur.status, w.cur.bytes = r.StatusCode, len(r.Body) })
+	w.col.OnResponse(func(r *colly.Response) { w.cur.response(r, c.o.MaxBodySize) })
 	w.col.OnError(func(r *colly.Response, err error) {
 		if r == nil {
 			return
@@ -340,8 +331,10 @@ func (c *Crawler) listen(w *worker) {
 		if r.Headers == nil { // the request failed before any response (colly leaves Headers nil)
 			return
 		}
+		w.cur.response(r, c.o.MaxBodySize)
 		if loc := r.Headers.Get("Location"); r.StatusCode >= 300 && r.StatusCode < 400 && loc != "" {
-			w.cur.link(r.Request.AbsoluteURL(loc), c.o.MaxURLLength) // a redirect is a link
+			w.cur.location = r.Request.AbsoluteURL(loc)
+			w.cur.link(w.cur.location, c.o.MaxURLLength) // a redirect is a link, not followed here
 		}
 	})
 	w.col.OnHTML("a[href]", func(e *colly.HTMLElement) {
@@ -402,8 +395,7 @@ func (c *Crawler) turn(ctx context.Context, w *worker, it frontier.Item) *turn {
 func (c *Crawler) reserve(ctx context.Context, it frontier.Item) (*fetch.Reservation, *frontier.Settlement) {
 	u, err := fetch.RequestURL(it.URL) // the URL colly will send
 	if err != nil {
-		c.skipped.Add(1)
-		c.record(it, 0, 0, err)
+		c.record(it, &page{}, verdict{o: OutcomeSkipped}, err)
 		return nil, &frontier.Settlement{Item: it, Outcome: frontier.Skipped, Next: true}
 	}
 	res, err := c.tr.Reserve(ctx, u, 0)
@@ -426,10 +418,12 @@ func (c *Crawler) reserve(ctx context.Context, it frontier.Item) (*fetch.Reserva
 		// Full, or in its crawl delay, whose end is known exactly.
 		delay := min(max(busy.Wait, time.Millisecond), 2*time.Second)
 		return nil, &frontier.Settlement{Item: it, Outcome: frontier.Deferred, Delay: delay, Next: true}
-	case errors.Is(err, fetch.ErrDisallowed):
-		c.skipped.Add(1)
-		c.record(it, 0, 0, err)
-		return nil, &frontier.Settlement{Item: it, Outcome: frontier.Skipped, Next: true}
+	case errors.Is(err, fetch.ErrDisallowed): // or robots.txt unreachable
+		v := judge(&page{}, err, false)
+		c.record(it, &page{}, v, err)
+		s := c.settlement(it, v, nil)
+		s.Next = true
+		return nil, &s
 	default:
 		if ctx.Err() == nil {
 			c.o.Log.Warn("no permit; the URL goes back", "url", it.URL, "err", err)
@@ -450,37 +444,12 @@ func (c *Crawler) fetch(ctx context.Context, w *worker, it frontier.Item, res *f
 	defer c.inflight.Add(-1)
 	w.col.Context = fetch.WithReservation(w.fetching, res) // the request carries its permit
 	defer func() { w.col.Context = w.fetching }()
-	return w.col.Request(http.MethodGet, it.URL, nil, nil, nil)
-}
-
-// outcome is what becomes of a fetched item: the record, the counts, and
-// its settlement.
-func (c *Crawler) outcome(ctx context.Context, it frontier.Item, pg *page, err error) frontier.Settlement {
-	c.record(it, pg.status, pg.bytes, err)
-	c.countTooLong(it, pg.tooLong)
-	s := frontier.Settlement{Item: it, Next: ctx.Err() == nil}
-	switch {
-	case err == nil || (pg.status >= 300 && pg.status < 400):
-		if err == nil {
-			c.pages.Add(1)
-		}
-		s.Outcome, s.Links = frontier.Fetched, c.inScope(ctx, pg.links)
-	case pg.status == 0 && errors.Is(err, robots.ErrNotFetched) && !errors.Is(err, limiter.ErrPermitLost):
-		// The crawler's doing (no address permit in time, a connection
-		// to the wrong address refused): the request never went out, so
-		// no attempt is counted; back to the head of its site's queue a
-		// little later.
-		s.Outcome, s.Delay = frontier.Deferred, time.Second
-	case errors.Is(err, fetch.ErrDisallowed) || (pg.status >= 400 && pg.status < 500 && pg.status != http.StatusTooManyRequests):
-		c.skipped.Add(1)
-		s.Outcome = frontier.Skipped
-	default: // 429, 5xx, network error, lost permit: try again later
-		if errors.Is(err, limiter.ErrPermitLost) {
-			c.o.Log.Warn("permit lost mid-request (not refreshed in time): request stopped, to be tried again", "url", it.URL, "err", err)
-		}
-		s.Outcome, s.Delay = frontier.Retry, time.Duration(it.Attempts+1)*time.Second
+	w.cur.start = time.Now()
+	err := w.col.Request(http.MethodGet, it.URL, nil, nil, nil)
+	if w.cur.took == 0 { // no response (colly's callbacks time one)
+		w.cur.took = time.Since(w.cur.start)
 	}
-	return s
+	return err
 }
 
 // settleTurn sends a settlement, with res's release in the same round trip
@@ -495,9 +464,6 @@ func (c *Crawler) settleTurn(ctx context.Context, s frontier.Settlement, res *fe
 		s.Also = func(pipe redis.Pipeliner) func() error { return res.ReleaseOn(sctx, pipe) }
 	}
 	r := c.fr.Settle(sctx, s)
-	if r.Failed {
-		c.failed.Add(1)
-	}
 	c.settle(ctx, s.Item, withoutLost(r.Settled))
 	if !s.Next {
 		return nil

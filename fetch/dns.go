@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,10 +24,27 @@ var ErrNoAddress = errors.New("fetch: no address")
 type LookupFunc func(ctx context.Context, host string) (addrs []netip.Addr, ttl time.Duration, err error)
 
 // SystemLookup is the default LookupFunc: net.DefaultResolver, both
-// families, TTL unknown.
+// families, TTL unknown. A name under "invalid" is not asked (Invalid).
 func SystemLookup(ctx context.Context, host string) ([]netip.Addr, time.Duration, error) {
+	if err := Invalid(host); err != nil {
+		return nil, 0, err
+	}
 	a, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	return a, 0, err
+}
+
+// Invalid answers for a name under the special-use domain "invalid"
+// without asking DNS, as RFC 6761 §6.4 asks of resolvers: a *net.DNSError
+// that IsNotFound ("no such host"), what DNS would say, with no query sent.
+// It is nil for any other host. Every way a crawl's requests resolve names
+// calls it (SystemLookup, and the dialer of a crawl's pool).
+func Invalid(host string) error {
+	h := strings.TrimSuffix(host, ".")
+	if len(h) < len("invalid") || !strings.EqualFold(h[len(h)-len("invalid"):], "invalid") ||
+		(len(h) > len("invalid") && h[len(h)-len("invalid")-1] != '.') {
+		return nil
+	}
+	return &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
 // ResolverOptions configure a Resolver; nil or zero fields take the

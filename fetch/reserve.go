@@ -61,7 +61,7 @@ func (t *Transport) Reserve(ctx context.Context, u *url.URL, wait time.Duration)
 		return nil, err
 	}
 	if !t.allowed(pol, u) {
-		return nil, &DisallowedError{URL: u.String()}
+		return nil, &DisallowedError{URL: u.String(), Policy: pol}
 	}
 	site := t.site(u)
 	var p *limiter.Permit

@@ -31,10 +31,20 @@ import (
 // site's robots.txt closes to us.
 var ErrDisallowed = errors.New("fetch: disallowed by robots.txt")
 
-// DisallowedError names the URL robots.txt closed.
-type DisallowedError struct{ URL string }
+// DisallowedError names the URL robots.txt closed, and the policy that
+// closed it: when Policy.Unreachable, robots.txt could not be read
+// (Policy.Why says why) and the site is closed until it can (RFC 9309).
+type DisallowedError struct {
+	URL    string
+	Policy robots.Policy
+}
 
-func (e *DisallowedError) Error() string { return "fetch: " + e.URL + " is disallowed by robots.txt" }
+func (e *DisallowedError) Error() string {
+	if why := e.Policy.Why(); why != "" {
+		return "fetch: " + e.URL + ": robots.txt unreachable (" + why + "): the site is closed until it can be read"
+	}
+	return "fetch: " + e.URL + " is disallowed by robots.txt"
+}
 func (e *DisallowedError) Unwrap() error { return ErrDisallowed }
 
 // Observer hears what the transport does, for metrics. All methods must be
@@ -156,7 +166,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, err
 			}
 			if !t.allowed(pol, req.URL) {
-				return nil, &DisallowedError{URL: req.URL.String()}
+				return nil, &DisallowedError{URL: req.URL.String(), Policy: pol}
 			}
 			rule = rr
 		}

@@ -199,6 +199,10 @@ type Item struct {
 	URL      string `json:"u"`
 	Depth    int    `json:"d"`
 	Attempts int    `json:"a,omitempty"` // failed tries so far
+	// From is the page the URL was found on (a link's or a redirect's,
+	// Settlement.Links); "" for a seed or a URL given to Add. It costs the
+	// queued item its length in Redis, not the seen set.
+	From string `json:"r,omitempty"`
 	// More reports that when the item was handed out its shard still had a
 	// site ready (below its cap, its turn come): a worker that is idle
 	// could take an item now. Not kept in Redis.

@@ -56,7 +56,7 @@ func (f *Frontier) Seed(ctx context.Context, urls ...string) (int, error) {
 		return 0, fmt.Errorf("frontier: seed: %w", err)
 	}
 	f.noteScopeLen(size.Val())
-	quads := f.admission(lay, 0, urls)
+	quads := f.admission(lay, 0, "", urls)
 	calls := make([]*call, len(lay.shards))
 	for i, sh := range lay.shards {
 		calls[i] = f.addCall(sh, size.Val(), quads[sh])

@@ -103,7 +103,7 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 		take = "1"
 	}
 	sh := lay.of(it.Site)
-	links := f.admission(lay, it.Depth+1, s.Links)
+	links := f.admission(lay, it.Depth+1, it.URL, s.Links)
 	own := f.newCall(settleScript, sh, append([]any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take}, links[sh]...)...)
 	// Other shards' links first: on one node, they are queued before the
 	// item stops counting as in flight (see elsewhere's second look).
@@ -186,7 +186,7 @@ func (f *Frontier) Add(ctx context.Context, depth int, urls ...string) (int, err
 		return 0, err
 	}
 	var calls []*call
-	for sh, quads := range f.admission(lay, depth, urls) {
+	for sh, quads := range f.admission(lay, depth, "", urls) {
 		calls = append(calls, f.addCall(sh, 0, quads))
 	}
 	if len(calls) == 0 {

@@ -153,8 +153,9 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) {
 	registerScript.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
 }
 
-// admission is the add.lua quadruples of URLs, by shard.
-func (f *Frontier) admission(lay *layout, depth int, urls []string) map[*shard][]any {
+// admission is the add.lua quadruples of URLs, by shard; from is the page
+// they were found on ("" for seeds), kept in each item (Item.From).
+func (f *Frontier) admission(lay *layout, depth int, from string, urls []string) map[*shard][]any {
 	if f.o.MaxDepth > 0 && depth > f.o.MaxDepth {
 		return nil
 	}
@@ -164,7 +165,7 @@ func (f *Frontier) admission(lay *layout, depth int, urls []string) map[*shard][
 		if err != nil {
 			continue
 		}
-		item, _ := json.Marshal(Item{URL: norm, Depth: depth})
+		item, _ := json.Marshal(Item{URL: norm, Depth: depth, From: from})
 		fp, b := fingerprint(norm)
 		if by == nil {
 			by = map[*shard][]any{}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/polite-crawler/polite/internal/keyname"
+	"github.com/polite-crawler/polite/internal/netcause"
 	"github.com/polite-crawler/polite/internal/rtkind"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
@@ -347,6 +348,9 @@ func (c *Cache) fetchAndStore(ctx context.Context, o origin, k originKeys) (Poli
 		return Policy{}, fmt.Errorf("robots: %s: %w", o, err) // no verdict on the site
 	}
 	p := c.o.parse().Parse(status, body, c.o.userAgent())
+	if status == 0 {
+		p.Cause = netcause.Of(err) // kept, so the crawl can name it (Policy.Why)
+	}
 	e := entry{Policy: p}
 	ttl := c.o.ttl()
 	if p.Unreachable() {

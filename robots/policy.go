@@ -19,6 +19,7 @@ package robots
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -51,6 +52,11 @@ type Policy struct {
 	AllowAll    bool   `json:"allow_all,omitempty"`
 	DisallowAll bool   `json:"disallow_all,omitempty"`
 	Rules       []Rule `json:"rules,omitempty"`
+	// Cause says why robots.txt could not be read when that was no status
+	// of the site's (Status 0): the network's cause in package netcause's
+	// words ("connection refused", "no such host", "tls: ...", "timeout",
+	// "connection reset"), or the fetch's own (a refused redirect).
+	Cause string `json:"cause,omitempty"`
 
 	m *matcher // Rules compiled; not stored
 }
@@ -80,6 +86,20 @@ type Rule struct {
 // retry succeeds.
 func (p Policy) Unreachable() bool {
 	return p.Status == 0 || p.Status == http.StatusTooManyRequests || p.Status >= 500
+}
+
+// Why says, for an unreachable policy, why robots.txt could not be read:
+// Cause, or the status ("status 503"); "" for any other policy.
+func (p Policy) Why() string {
+	switch {
+	case !p.Unreachable():
+		return ""
+	case p.Status != 0:
+		return "status " + strconv.Itoa(p.Status)
+	case p.Cause != "":
+		return p.Cause
+	}
+	return "network error"
 }
 
 // Allowed reports whether the crawler may fetch path (a URL's path and query,

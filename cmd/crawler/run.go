@@ -222,7 +222,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		FetchTimeout: cfg.Timeout, Parse: robots.Options{MaxCrawlDelay: cfg.MaxCrawlDelay},
 		Fetched: func(_ context.Context, site string, p robots.Policy) {
 			if p.Unreachable() {
-				log.Warn("robots.txt unreachable: the site is closed until it is fetched again", "site", site, "status", p.Status)
+				log.Warn("robots.txt unreachable: the site is closed until it is fetched again", "site", site, "status", p.Status, "cause", p.Why())
 			}
 		}}, m)
 	m.Robots(rob)
@@ -268,11 +268,14 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		go func() { <-done; stop() }() // owned here: ends when the crawl does
 	}
 	g.Go(func() error { report(gctx, done, cfg.Progress, c, fr, stdout, log); return nil })
+	start := time.Now()
 	g.Go(func() error { defer close(done); return c.Run(gctx) })
 	err = g.Wait()
-	p := c.Progress()
-	log.Info("crawl finished", "pages", p.Pages, "skipped", p.Skipped, "failed", p.Failed, "links_too_long", p.TooLong, "links_disallowed", p.LinksDisallowed, "sitemap_urls", p.SitemapURLs, "stopped", ctx.Err() != nil,
-		"redis_round_trips", m.RoundTrips(), "redis_round_trips_robots", m.RobotsRoundTrips())
+	log.Info("crawl finished", append(c.Progress().Summary(time.Since(start)), "stopped", ctx.Err() != nil,
+		"redis_round_trips", m.RoundTrips(), "redis_round_trips_robots", m.RobotsRoundTrips())...)
+	if err == nil && ctx.Err() == nil {
+		err = c.SeedsFailed() // every seed it gave unreachable: say so, exit 1
+	}
 	return err
 }
 
