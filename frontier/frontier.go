@@ -157,6 +157,12 @@ type Options struct {
 	// guards. Every process of a crawl must give the same. The crawl's
 	// scope stays a set of hosts (Normalize's site) whatever it is.
 	SiteKey robots.SiteKey
+	// Scope is this process's scope rules. The process that creates the
+	// crawl stores them with it; every later one follows the stored rules
+	// (Rules): with none given (the zero ScopeRules) it adopts them, and
+	// with others it joins nothing, every call failing with
+	// ErrScopeConflict.
+	Scope ScopeRules
 }
 
 func (o *Options) get() Options {
@@ -194,11 +200,14 @@ func (o *Options) get() Options {
 
 // Item is one URL handed to a worker.
 type Item struct {
-	ID       string `json:"-"`
-	Site     string `json:"-"`
-	URL      string `json:"u"`
-	Depth    int    `json:"d"`
-	Attempts int    `json:"a,omitempty"` // failed tries so far
+	ID    string `json:"-"`
+	Site  string `json:"-"`
+	URL   string `json:"u"`
+	Depth int    `json:"d"`
+	// Hops is how many links in a row off the crawl's in-scope sites led
+	// here (ScopeRules.FollowExternal): 0 for a URL of a site in scope.
+	Hops     int `json:"h,omitempty"`
+	Attempts int `json:"a,omitempty"` // failed tries so far
 	// More reports that when the item was handed out its shard still had a
 	// site ready (below its cap, its turn come): a worker that is idle
 	// could take an item now. Not kept in Redis.
@@ -215,6 +224,8 @@ type Frontier struct {
 
 	mu  sync.Mutex // resolving lay
 	lay atomic.Pointer[layout]
+	// rules are the crawl's scope rules, set before lay is stored.
+	rules ScopeRules
 	// cursor rotates Next over the shards.
 	cursor atomic.Uint32
 	// idle is set when the last look at all shards found nothing ready.
