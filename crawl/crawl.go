@@ -172,6 +172,10 @@ type Progress struct {
 	// LinksDisallowed counts the links found that their site's robots.txt
 	// closes, dropped before they were queued (see Crawler.Seed's scope).
 	LinksDisallowed int64
+	// OutOfScope counts the links found that the crawl's scope drops (see
+	// frontier.ScopeRules): to sites out of it, past the external hops it
+	// allows, or failing its include and exclude patterns.
+	OutOfScope int64
 	// SitemapURLs counts the URLs the seeds' sitemaps listed that were
 	// queued (Options.Sitemaps).
 	SitemapURLs int64
@@ -181,7 +185,7 @@ type Progress struct {
 func (c *Crawler) Progress() Progress {
 	return Progress{Pages: c.pages.Load(), Failed: c.failed.Load(), Skipped: c.skipped.Load(), InFlight: c.inflight.Load(),
 		TooLong: c.tooLong.Load(), LinksDisallowed: c.linksClosed.Load(), Waiting: int64(c.tr.Waiting()),
-		SitemapURLs: c.maps.urls.Load()}
+		SitemapURLs: c.maps.urls.Load(), OutOfScope: c.scope.out.Load()}
 }
 
 // Run works until the crawl is done for the whole fleet (or forever with
@@ -195,6 +199,9 @@ func (c *Crawler) Run(ctx context.Context) error {
 		return fmt.Errorf("crawl: %w", err)
 	}
 	defer c.net.CloseIdleConnections()
+	if err := c.startRules(ctx); err != nil {
+		return err
+	}
 	c.startScope(ctx)
 	g, ctx := errgroup.WithContext(ctx)
 	// Requests run under fetching, which outlives ctx by StopGrace.
@@ -464,7 +471,8 @@ func (c *Crawler) outcome(ctx context.Context, it frontier.Item, pg *page, err e
 		if err == nil {
 			c.pages.Add(1)
 		}
-		s.Outcome, s.Links = frontier.Fetched, c.inScope(ctx, pg.links)
+		s.Outcome = frontier.Fetched
+		s.Links, s.External = c.inScope(ctx, it, pg.links)
 	case pg.status == 0 && errors.Is(err, robots.ErrNotFetched) && !errors.Is(err, limiter.ErrPermitLost):
 		// The crawler's doing (no address permit in time, a connection
 		// to the wrong address refused): the request never went out, so
