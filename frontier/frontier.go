@@ -41,7 +41,8 @@
 // # A crawl's life
 //
 // The first process on a crawl creates it: its meta key records the shard
-// count and when, and each joining process its limits (Meta), and the
+// count and when, its scope rules (ScopeRules, which every later process
+// follows), and each joining process its limits (Meta), and the
 // prefix's registry of crawls notes it. List reads every crawl with its
 // state, Open reads one without writing, and Delete removes one's keys.
 // URLs found past MaxPages wait in a bounded overflow for a process with a
