@@ -135,9 +135,9 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 // processes give them) and adds their sites to the crawl's scope, which it
 // keeps in Redis: every process of the crawl, seeded or not, follows links
 // to those sites, and to others only as the crawl's scope rules say
-// (frontier.ScopeRules, which never drop a seed). It queues nothing when a seed is not an
-// absolute http(s) URL or is longer than Options.MaxURLLength
-// (ErrURLTooLong).
+// (frontier.ScopeRules, which never drop a seed). It queues nothing when a
+// seed is not an absolute http(s) URL or is longer than
+// Options.MaxURLLength (ErrURLTooLong).
 func (c *Crawler) Seed(ctx context.Context, seeds []string) (int, error) {
 	var bad []error
 	for _, s := range seeds {

@@ -73,9 +73,10 @@ func (c *Crawler) countOutOfScope(it frontier.Item, n int, m *frontier.ScopeMatc
 		return
 	}
 	c.scope.out.Add(int64(n))
-	msg, log := "links out of the crawl's scope dropped (logged once at info; counted in progress)", c.o.Log.Debug
+	const msg = "links out of the crawl's scope dropped (logged once at info; counted in progress)"
 	if c.scope.outSeen.CompareAndSwap(false, true) {
-		log = c.o.Log.Info
+		c.o.Log.Info(msg, "page", it.URL, "links", n, "hops", it.Hops, "scope", m.Rules().String())
+		return
 	}
-	log(msg, "page", it.URL, "links", n, "hops", it.Hops, "scope", m.Rules().String())
+	c.o.Log.Debug(msg, "page", it.URL, "links", n, "hops", it.Hops) // no scope text: not built per page
 }
