@@ -16,7 +16,7 @@ var seedsOnly, _ = frontier.ScopeRules{}.Compile()
 // at hand without a round trip once the frontier has joined the crawl,
 // which it has before it hands out an item. Should they still be unknown
 // (Redis failing), the seeds' sites alone are followed meanwhile, and the
-// rules read again on the next call.
+// rules read again on the next call; rules that do not compile, for good.
 func (c *Crawler) matcher(ctx context.Context) *frontier.ScopeMatcher {
 	if m := c.scope.rules.Load(); m != nil {
 		return m
@@ -39,7 +39,8 @@ func (c *Crawler) loadRules(ctx context.Context) (*frontier.ScopeMatcher, error)
 		return nil, err
 	}
 	m, err := r.Compile()
-	if err != nil {
+	if err != nil { // stored by another build: not read again
+		c.scope.rules.Store(seedsOnly)
 		return nil, fmt.Errorf("crawl: the crawl's stored scope: %w", err)
 	}
 	c.scope.rules.Store(m)

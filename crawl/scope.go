@@ -98,10 +98,10 @@ func (c *Crawler) refreshScope(ctx context.Context) {
 // crawl's frontier.ScopeRules), and off, to other sites, followed while
 // it.Hops+1 is within the rules' FollowExternal. Links that fail the
 // rules' Include or Exclude, or lead further off, are dropped and counted
-// (Progress.OutOfScope). So are, less those that the site's robots.txt,
-// if this process holds it, closes: they are counted
-// (Progress.LinksDisallowed) and never queued, which spares the frontier a
-// URL and the crawl a turn that could only skip it. A link whose
+// (Progress.OutOfScope). Of the rest, those that the site's robots.txt,
+// if this process holds it, closes are counted (Progress.LinksDisallowed)
+// and never queued, which spares the frontier a URL and the crawl a turn
+// that could only skip it. A link whose
 // robots.txt is not at hand, or was unreachable (closed only until it is
 // fetched again), is kept: its fetch is checked anyway.
 func (c *Crawler) inScope(ctx context.Context, it frontier.Item, links []string) (in, off []string) {

@@ -240,7 +240,8 @@ type Frontier struct {
 }
 
 // New returns the Frontier of crawl opts.Crawl on rdb. If opts.Prefix or
-// opts.Crawl is not a valid key name (keyname.Check), every method of the
+// opts.Crawl is not a valid key name (keyname.Check), or opts.Scope does
+// not validate (ScopeRules.Validate), every method of the
 // Frontier fails with that error, which Err returns. New makes no call to
 // Redis: the first method that needs the crawl's shard count reads it.
 func New(rdb redis.UniversalClient, opts *Options) *Frontier {
@@ -249,6 +250,8 @@ func New(rdb redis.UniversalClient, opts *Options) *Frontier {
 		f.err = fmt.Errorf("frontier: options: %w", err)
 	} else if err := keyname.Check("crawl name", f.o.Crawl); err != nil {
 		f.err = fmt.Errorf("frontier: options: %w", err)
+	} else if err := f.o.Scope.Validate(); err != nil {
+		f.err = fmt.Errorf("frontier: options: %w", err)
 	}
 	base := f.o.Prefix + ":{crawl:" + f.o.Crawl + "}:"
 	f.meta, f.scope = base+"meta", base+"scope"
@@ -256,7 +259,8 @@ func New(rdb redis.UniversalClient, opts *Options) *Frontier {
 }
 
 // Err is nil when the Frontier's Options are valid, or else the error,
-// wrapping keyname.ErrInvalid, that all its methods return.
+// wrapping keyname.ErrInvalid (a name) or ScopeRules.Validate's (a scope),
+// that all its methods return.
 func (f *Frontier) Err() error { return f.err }
 
 // Options are the frontier's settings, defaults filled in. Shards is what

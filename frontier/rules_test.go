@@ -122,6 +122,10 @@ func TestScopeRulesLiveWithTheCrawl(t *testing.T) {
 	if sites, _ := creator.Scope(ctx); len(sites) != 1 {
 		t.Errorf("scope %q: the conflicting Seed added a site", sites)
 	}
+	bad := New(creator.rdb, &Options{Crawl: creator.o.Crawl + ".bad", Scope: ScopeRules{Include: []string{"("}}})
+	if _, err := bad.Seed(ctx, "http://a.example/"); err == nil || bad.Err() == nil {
+		t.Errorf("rules that do not compile: Seed = %v, Err() = %v; want the rules' error", err, bad.Err())
+	}
 }
 
 func slicesEqual(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
