@@ -41,6 +41,10 @@ type Config struct {
 	MaxPages           int           `yaml:"max_pages" env:"CRAWLER_MAX_PAGES" flag:"max-pages" help:"stop admitting URLs after this many (0: no limit)"`
 	Shards             int           `yaml:"shards" env:"CRAWLER_SHARDS" flag:"shards" help:"hash tags the crawl's frontier spreads over, for Redis Cluster; fixed by the crawl's first process (later ones use the crawl's)"`
 	CrawlTTL           time.Duration `yaml:"crawl_ttl" env:"CRAWLER_CRAWL_TTL" flag:"crawl-ttl" help:"how long a crawl's keys stay in Redis once no process works on it (each process refreshes them while it runs); 'crawler delete' removes them sooner"`
+	AllowDomain        Repeated      `yaml:"allow_domain" env:"CRAWLER_ALLOW_DOMAIN" flag:"allow-domain" help:"follow links to this domain and its subdomains too, besides the seeds' sites (repeatable; a host, IP address or host:port; with --site-key domain, a registered domain); stored with the crawl by the process that creates it"`
+	FollowExternal     int           `yaml:"follow_external" env:"CRAWLER_FOLLOW_EXTERNAL" flag:"follow-external" help:"follow links off the crawl's sites up to this many hops (0: none); links back into the crawl's sites are followed as usual"`
+	Include            Repeated      `yaml:"include" env:"CRAWLER_INCLUDE" flag:"include" help:"follow only links whose normalised URL matches one of these RE2 regular expressions (repeatable); seeds are always crawled"`
+	Exclude            Repeated      `yaml:"exclude" env:"CRAWLER_EXCLUDE" flag:"exclude" help:"never follow links whose normalised URL matches one of these RE2 regular expressions (repeatable); seeds are always crawled"`
 	MaxDepth           int           `yaml:"max_depth" env:"CRAWLER_MAX_DEPTH" flag:"max-depth" help:"follow links at most this many hops from a seed (0: no limit)"`
 	Out                string        `yaml:"out" env:"CRAWLER_OUT" flag:"out" help:"write one JSON line per fetch to this file (url, status, bytes, fetched_at, worker)"`
 	MetricsAddr        string        `yaml:"metrics_addr" env:"CRAWLER_METRICS_ADDR" flag:"metrics-addr" help:"serve Prometheus /metrics here (e.g. 127.0.0.1:9090; empty: off)"`
@@ -329,6 +333,7 @@ func (c *Config) Validate() error {
 	if c.CrawlTTL < MinCrawlTTL {
 		bad("crawl-ttl", "%s: want at least %s", c.CrawlTTL, MinCrawlTTL)
 	}
+	c.validateScope(bad)
 	if c.MaxDepth < 0 {
 		bad("max-depth", "%d: want >= 0", c.MaxDepth)
 	}

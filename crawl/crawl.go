@@ -145,9 +145,10 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 // Seed queues the seed URLs (once for the whole fleet, however many
 // processes give them) and adds their sites to the crawl's scope, which it
 // keeps in Redis: every process of the crawl, seeded or not, follows links
-// to those sites, and to no other. It queues nothing when a seed is not an
-// absolute http(s) URL or is longer than Options.MaxURLLength
-// (ErrURLTooLong).
+// to those sites, and to others only as the crawl's scope rules say
+// (frontier.ScopeRules, which never drop a seed). It queues nothing when a
+// seed is not an absolute http(s) URL or is longer than
+// Options.MaxURLLength (ErrURLTooLong).
 func (c *Crawler) Seed(ctx context.Context, seeds []string) (int, error) {
 	var bad []error
 	for _, s := range seeds {
@@ -186,6 +187,9 @@ func (c *Crawler) Run(ctx context.Context) error {
 		return fmt.Errorf("crawl: %w", err)
 	}
 	defer c.net.CloseIdleConnections()
+	if err := c.startRules(ctx); err != nil {
+		return err
+	}
 	c.startScope(ctx)
 	g, ctx := errgroup.WithContext(ctx)
 	// Requests run under fetching, which outlives ctx by StopGrace.
@@ -421,7 +425,7 @@ func (c *Crawler) reserve(ctx context.Context, it frontier.Item) (*fetch.Reserva
 	case errors.Is(err, fetch.ErrDisallowed): // or robots.txt unreachable
 		v := judge(&page{}, err, false)
 		c.record(it, &page{}, v, err)
-		s := c.settlement(it, v, nil)
+		s := c.settlement(it, v, nil, nil)
 		s.Next = true
 		return nil, &s
 	default:

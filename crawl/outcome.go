@@ -95,11 +95,11 @@ func judge(pg *page, err error, last bool) verdict {
 // settlement is what the frontier makes of a verdict on it: a page's links
 // are queued (fetched, redirect), a retryable failure goes back after a
 // backoff, a deferral to the head of its site's queue.
-func (c *Crawler) settlement(it frontier.Item, v verdict, links []string) frontier.Settlement {
+func (c *Crawler) settlement(it frontier.Item, v verdict, links, external []string) frontier.Settlement {
 	s := frontier.Settlement{Item: it, Outcome: frontier.Skipped}
 	switch v.o {
 	case OutcomeFetched, OutcomeRedirect:
-		s.Outcome, s.Links = frontier.Fetched, links
+		s.Outcome, s.Links, s.External = frontier.Fetched, links, external
 	case OutcomeRetry, OutcomeFailed:
 		s.Outcome, s.Delay = frontier.Retry, time.Duration(it.Attempts+1)*time.Second
 	case OutcomeDeferred:
@@ -117,11 +117,11 @@ func (c *Crawler) outcome(ctx context.Context, it frontier.Item, pg *page, err e
 	if v.cause == "permit lost" {
 		c.o.Log.Warn("permit lost mid-request (not refreshed in time): request stopped", "url", it.URL, "outcome", v.o.String(), "err", err)
 	}
-	var links []string
+	var links, external []string
 	if v.o == OutcomeFetched || v.o == OutcomeRedirect {
-		links = c.inScope(ctx, pg.links)
+		links, external = c.inScope(ctx, it, pg.links)
 	}
-	s := c.settlement(it, v, links)
+	s := c.settlement(it, v, links, external)
 	s.Next = ctx.Err() == nil
 	return s
 }

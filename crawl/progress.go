@@ -19,6 +19,10 @@ type Progress struct {
 	// LinksDisallowed counts the links found that their site's robots.txt
 	// closes, dropped before they were queued (see Crawler.Seed's scope).
 	LinksDisallowed int64
+	// OutOfScope counts the links found that the crawl's scope drops (see
+	// frontier.ScopeRules): to sites out of it, past the external hops it
+	// allows, or failing its include and exclude patterns.
+	OutOfScope int64
 	// SitemapURLs counts the URLs the seeds' sitemaps listed that were
 	// queued (Options.Sitemaps).
 	SitemapURLs int64
@@ -28,7 +32,7 @@ type Progress struct {
 func (c *Crawler) Progress() Progress {
 	p := Progress{Outcomes: c.Outcomes(), Bytes: c.bytes.Load(), InFlight: c.inflight.Load(),
 		TooLong: c.tooLong.Load(), LinksDisallowed: c.linksClosed.Load(), Waiting: int64(c.tr.Waiting()),
-		SitemapURLs: c.maps.urls.Load()}
+		SitemapURLs: c.maps.urls.Load(), OutOfScope: c.scope.out.Load()}
 	for o := range numOutcomes {
 		if o.Final() {
 			p.Done += c.counts[o].Load()
@@ -61,5 +65,5 @@ func (p Progress) Summary(elapsed time.Duration) []any {
 	for _, name := range outcomeNames {
 		kv = append(kv, name, p.Outcomes[name])
 	}
-	return append(kv, "links_too_long", p.TooLong, "links_disallowed", p.LinksDisallowed, "sitemap_urls", p.SitemapURLs)
+	return append(kv, "links_too_long", p.TooLong, "links_disallowed", p.LinksDisallowed, "links_out_of_scope", p.OutOfScope, "sitemap_urls", p.SitemapURLs)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/polite-crawler/polite/frontier"
@@ -26,6 +27,13 @@ type scope struct {
 	load  sync.Mutex // one read at a time; guards tried and at
 	tried int        // ScopeLen when the copy was last read
 	at    time.Time  // when
+
+	// rules are the crawl's stored scope rules, compiled (see rules.go).
+	rules atomic.Pointer[frontier.ScopeMatcher]
+	// out counts the links dropped by the rules; outSeen is set once the
+	// first is logged at Info.
+	out     atomic.Int64
+	outSeen atomic.Bool
 }
 
 // scopeRetry bounds how often a copy that stays short of the reported
@@ -85,21 +93,31 @@ func (c *Crawler) refreshScope(ctx context.Context) {
 	}
 }
 
-// inScope keeps the links to the sites in the crawl's scope, less those
-// that the site's robots.txt, if this process holds it, closes: they are
-// counted (Progress.LinksDisallowed) and never queued, which spares the
-// frontier a URL and the crawl a turn that could only skip it. A link whose
+// inScope sorts the links found on it's page by the crawl's scope: in,
+// to sites in scope (the seeds' sites, and the allowed domains of the
+// crawl's frontier.ScopeRules), and off, to other sites, followed while
+// it.Hops+1 is within the rules' FollowExternal. Links that fail the
+// rules' Include or Exclude, or lead further off, are dropped and counted
+// (Progress.OutOfScope). Of the rest, those that the site's robots.txt,
+// if this process holds it, closes are counted (Progress.LinksDisallowed)
+// and never queued, which spares the frontier a URL and the crawl a turn
+// that could only skip it. A link whose
 // robots.txt is not at hand, or was unreachable (closed only until it is
 // fetched again), is kept: its fetch is checked anyway.
-func (c *Crawler) inScope(ctx context.Context, links []string) []string {
+func (c *Crawler) inScope(ctx context.Context, it frontier.Item, links []string) (in, off []string) {
 	c.refreshScope(ctx)
-	var in []string
+	m := c.matcher(ctx)
 	c.scope.mu.RLock()
 	defer c.scope.mu.RUnlock()
-	closed := 0
+	closed, out := 0, 0
 	for _, l := range links {
 		norm, site, err := frontier.Normalize(l)
-		if err != nil || !c.scope.sites[site] {
+		if err != nil {
+			continue
+		}
+		inside := c.scope.sites[site] || m.Allowed(site)
+		if !m.URL(norm) || (!inside && it.Hops >= m.FollowExternal()) {
+			out++
 			continue
 		}
 		if u, err := url.Parse(norm); err == nil {
@@ -108,10 +126,15 @@ func (c *Crawler) inScope(ctx context.Context, links []string) []string {
 				continue
 			}
 		}
-		in = append(in, l)
+		if inside {
+			in = append(in, l)
+		} else {
+			off = append(off, l)
+		}
 	}
 	c.linksClosed.Add(int64(closed))
-	return in
+	c.countOutOfScope(it, out, m)
+	return in, off
 }
 
 // startScope reads the crawl's scope as Run starts, and says when there is

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sync/atomic"
 
+	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/sitemap"
 )
 
@@ -68,7 +69,7 @@ func (c *Crawler) discoverSitemaps(ctx context.Context) {
 		}
 		var queued int64
 		st, err := f.Discover(ctx, o, pol.Sitemaps, func(urls []string) error {
-			in := c.inScope(ctx, urls)
+			in, _ := c.inScope(ctx, frontier.Item{URL: o.String()}, urls) // on the seed's own site: in scope
 			n, err := c.fr.Add(ctx, 1, in...)
 			queued += int64(n)
 			return err

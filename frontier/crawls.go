@@ -56,6 +56,10 @@ type Meta struct {
 	// TTL is its key TTL (0: not recorded); ExpiresIn is how long until the
 	// crawl's keys expire unless a process refreshes them.
 	TTL, ExpiresIn time.Duration
+	// Scope is the crawl's scope rules, as the process that created it
+	// gave them (Options.Scope; zero for a crawl created before they were
+	// stored).
+	Scope ScopeRules
 }
 
 // siteKeyName is "host" or "domain", told apart by what k makes of a host
@@ -91,6 +95,9 @@ func parseMeta(h map[string]string, pttl time.Duration) (Meta, error) {
 	if ms, err := strconv.ParseInt(h["ttl"], 10, 64); err == nil {
 		m.TTL = time.Duration(ms) * time.Millisecond
 	}
+	if m.Scope, err = decodeRules(h["scope_rules"]); err != nil {
+		return m, err
+	}
 	return m, nil
 }
 
@@ -120,6 +127,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Front
 	if err != nil {
 		return nil, Meta{}, err
 	}
+	f.rules = m.Scope
 	f.lay.Store(l)
 	f.keptAt.Store(time.Now().UnixMilli()) // a reader refreshes nothing
 	for _, sh := range l.shards {

@@ -41,7 +41,8 @@
 // # A crawl's life
 //
 // The first process on a crawl creates it: its meta key records the shard
-// count and when, and each joining process its limits (Meta), and the
+// count and when, its scope rules (ScopeRules, which every later process
+// follows), and each joining process its limits (Meta), and the
 // prefix's registry of crawls notes it. List reads every crawl with its
 // state, Open reads one without writing, and Delete removes one's keys.
 // URLs found past MaxPages wait in a bounded overflow for a process with a
@@ -157,6 +158,12 @@ type Options struct {
 	// guards. Every process of a crawl must give the same. The crawl's
 	// scope stays a set of hosts (Normalize's site) whatever it is.
 	SiteKey robots.SiteKey
+	// Scope is this process's scope rules. The process that creates the
+	// crawl stores them with it; every later one follows the stored rules
+	// (Rules): with none given (the zero ScopeRules) it adopts them, and
+	// with others it joins nothing, every call failing with
+	// ErrScopeConflict.
+	Scope ScopeRules
 }
 
 func (o *Options) get() Options {
@@ -194,11 +201,14 @@ func (o *Options) get() Options {
 
 // Item is one URL handed to a worker.
 type Item struct {
-	ID       string `json:"-"`
-	Site     string `json:"-"`
-	URL      string `json:"u"`
-	Depth    int    `json:"d"`
-	Attempts int    `json:"a,omitempty"` // failed tries so far
+	ID    string `json:"-"`
+	Site  string `json:"-"`
+	URL   string `json:"u"`
+	Depth int    `json:"d"`
+	// Hops is how many links in a row off the crawl's in-scope sites led
+	// here (ScopeRules.FollowExternal): 0 for a URL of a site in scope.
+	Hops     int `json:"h,omitempty"`
+	Attempts int `json:"a,omitempty"` // failed tries so far
 	// From is the page the URL was found on (a link's or a redirect's,
 	// Settlement.Links); "" for a seed or a URL given to Add. It costs the
 	// queued item its length in Redis, not the seen set.
@@ -219,6 +229,8 @@ type Frontier struct {
 
 	mu  sync.Mutex // resolving lay
 	lay atomic.Pointer[layout]
+	// rules are the crawl's scope rules, set before lay is stored.
+	rules ScopeRules
 	// cursor rotates Next over the shards.
 	cursor atomic.Uint32
 	// idle is set when the last look at all shards found nothing ready.
@@ -232,7 +244,8 @@ type Frontier struct {
 }
 
 // New returns the Frontier of crawl opts.Crawl on rdb. If opts.Prefix or
-// opts.Crawl is not a valid key name (keyname.Check), every method of the
+// opts.Crawl is not a valid key name (keyname.Check), or opts.Scope does
+// not validate (ScopeRules.Validate), every method of the
 // Frontier fails with that error, which Err returns. New makes no call to
 // Redis: the first method that needs the crawl's shard count reads it.
 func New(rdb redis.UniversalClient, opts *Options) *Frontier {
@@ -241,6 +254,8 @@ func New(rdb redis.UniversalClient, opts *Options) *Frontier {
 		f.err = fmt.Errorf("frontier: options: %w", err)
 	} else if err := keyname.Check("crawl name", f.o.Crawl); err != nil {
 		f.err = fmt.Errorf("frontier: options: %w", err)
+	} else if err := f.o.Scope.Validate(); err != nil {
+		f.err = fmt.Errorf("frontier: options: %w", err)
 	}
 	base := f.o.Prefix + ":{crawl:" + f.o.Crawl + "}:"
 	f.meta, f.scope = base+"meta", base+"scope"
@@ -248,7 +263,8 @@ func New(rdb redis.UniversalClient, opts *Options) *Frontier {
 }
 
 // Err is nil when the Frontier's Options are valid, or else the error,
-// wrapping keyname.ErrInvalid, that all its methods return.
+// wrapping keyname.ErrInvalid (a name) or ScopeRules.Validate's (a scope),
+// that all its methods return.
 func (f *Frontier) Err() error { return f.err }
 
 // Options are the frontier's settings, defaults filled in. Shards is what

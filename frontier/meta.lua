@@ -1,17 +1,27 @@
 -- meta.lua: record a crawl in its meta HASH, as each process joins it
 -- (Frontier.layout). The first process creates it; later ones read it.
 -- KEYS[1] meta  HASH shards, created (server ms): set by the process that
---               created the crawl; max_per_site, site_key, max_pages, ttl
+--               created the crawl; scope_rules (ScopeRules JSON): the first
+--               process's to join; max_per_site, site_key, max_pages, ttl
 --               (ms): the last process's to join (its processes should all
 --               give the same)
 -- ARGV[1] shards   ARGV[2] max per site (the frontier's default cap)
 -- ARGV[3] site key name   ARGV[4] page limit (0: none)   ARGV[5] TTL ms
--- Returns the stored shard count.
+-- ARGV[6] this process's scope rules   ARGV[7] '1' if it gave any: then
+--         stored rules that differ are a conflict, and nothing is written
+-- Returns {stored shard count, stored scope rules}.
 if redis.call('HSETNX', KEYS[1], 'shards', ARGV[1]) == 1 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('HSET', KEYS[1], 'created', now)
 end
+local rules = redis.call('HGET', KEYS[1], 'scope_rules')
+if not rules then
+  rules = ARGV[6]
+  redis.call('HSET', KEYS[1], 'scope_rules', rules)
+elseif ARGV[7] == '1' and rules ~= ARGV[6] then
+  return {redis.call('HGET', KEYS[1], 'shards'), rules}
+end
 redis.call('HSET', KEYS[1], 'max_per_site', ARGV[2], 'site_key', ARGV[3], 'max_pages', ARGV[4], 'ttl', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return redis.call('HGET', KEYS[1], 'shards')
+return {redis.call('HGET', KEYS[1], 'shards'), rules}

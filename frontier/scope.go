@@ -56,7 +56,7 @@ func (f *Frontier) Seed(ctx context.Context, urls ...string) (int, error) {
 		return 0, fmt.Errorf("frontier: seed: %w", err)
 	}
 	f.noteScopeLen(size.Val())
-	quads := f.admission(lay, 0, "", urls)
+	quads := f.admission(lay, nil, 0, 0, "", urls)
 	calls := make([]*call, len(lay.shards))
 	for i, sh := range lay.shards {
 		calls[i] = f.addCall(sh, size.Val(), quads[sh])
@@ -119,4 +119,16 @@ func (f *Frontier) Claim(ctx context.Context, task string) (bool, error) {
 		return false, fmt.Errorf("frontier: claim %q: %w", task, err)
 	}
 	return ok, nil
+}
+
+// Rules are the crawl's scope rules (ScopeRules) as stored with it: the
+// rules of the process that created it, which every process applies. The
+// first call of a process joins the crawl (one round trip, which Seed,
+// Next or Add would make anyway); later ones make none. It fails with
+// ErrScopeConflict if Options.Scope gives rules that differ.
+func (f *Frontier) Rules(ctx context.Context) (ScopeRules, error) {
+	if _, err := f.layout(ctx); err != nil {
+		return ScopeRules{}, err
+	}
+	return f.rules, nil
 }

@@ -35,6 +35,10 @@ type Settlement struct {
 	Outcome Outcome
 	Delay   time.Duration // Retry and Deferred
 	Links   []string      // found on the page: admitted at Item.Depth+1 (like Add)
+	// External are links found on the page to sites out of the crawl's
+	// scope, admitted like Links but at Item.Hops+1 hops
+	// (ScopeRules.FollowExternal); Links are at 0.
+	External []string
 	// Rule is the site's rule as the worker applied it. A zero Rule keeps
 	// what the frontier knows; otherwise Cap (0: keep) and Delay replace it.
 	Rule SiteRule
@@ -103,7 +107,8 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 		take = "1"
 	}
 	sh := lay.of(it.Site)
-	links := f.admission(lay, it.Depth+1, it.URL, s.Links)
+	links := f.admission(lay, nil, it.Depth+1, 0, it.URL, s.Links)
+	links = f.admission(lay, links, it.Depth+1, it.Hops+1, it.URL, s.External)
 	own := f.newCall(settleScript, sh, append([]any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take}, links[sh]...)...)
 	// Other shards' links first: on one node, they are queued before the
 	// item stops counting as in flight (see elsewhere's second look).
@@ -186,7 +191,7 @@ func (f *Frontier) Add(ctx context.Context, depth int, urls ...string) (int, err
 		return 0, err
 	}
 	var calls []*call
-	for sh, quads := range f.admission(lay, depth, "", urls) {
+	for sh, quads := range f.admission(lay, nil, depth, 0, "", urls) {
 		calls = append(calls, f.addCall(sh, 0, quads))
 	}
 	if len(calls) == 0 {

@@ -83,8 +83,12 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	if f.o.MaxPages > 0 {
 		n = 1
 	}
+	given := "0"
+	if !f.o.Scope.IsZero() {
+		given = "1"
+	}
 	rec := &call{script: metaScript, keys: []string{f.meta},
-		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds()}}
+		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds(), f.o.Scope.encode(), given}}
 	reg := f.registerCall()
 	f.keptAt.Store(time.Now().UnixMilli()) // these calls keep meta and the registry entry
 	f.pipelined(ctx, nil, rec, reg)
@@ -94,13 +98,36 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	if err := reg.cmd.Err(); err != nil {
 		return nil, fmt.Errorf("frontier: crawl %s: register: %w", f.o.Crawl, err)
 	}
-	s, _ := rec.cmd.Text()
-	l, err := f.newLayout(s)
+	reply, _ := rec.cmd.StringSlice()
+	if len(reply) != 2 {
+		return nil, fmt.Errorf("frontier: crawl %s: meta: %d values", f.o.Crawl, len(reply))
+	}
+	rules, err := f.adopt(reply[1])
 	if err != nil {
 		return nil, err
 	}
+	l, err := f.newLayout(reply[0])
+	if err != nil {
+		return nil, err
+	}
+	f.rules = rules
 	f.lay.Store(l)
 	return l, nil
+}
+
+// adopt is the crawl's stored scope rules, or ErrScopeConflict when this
+// process gave others.
+func (f *Frontier) adopt(stored string) (ScopeRules, error) {
+	rules, err := decodeRules(stored)
+	if err != nil {
+		return rules, fmt.Errorf("frontier: crawl %s: %w", f.o.Crawl, err)
+	}
+	if !f.o.Scope.IsZero() && !f.o.Scope.Equal(rules) {
+		return rules, fmt.Errorf("%w: crawl %s follows %s; this process was given %s. "+
+			"Give the same scope options, or none to follow the crawl's, or start another --crawl",
+			ErrScopeConflict, f.o.Crawl, rules, f.o.Scope.Canonical())
+	}
+	return rules, nil
 }
 
 // newLayout is the layout of a stored shard count.
@@ -153,19 +180,19 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) {
 	registerScript.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
 }
 
-// admission is the add.lua quadruples of URLs, by shard; from is the page
-// they were found on ("" for seeds), kept in each item (Item.From).
-func (f *Frontier) admission(lay *layout, depth int, from string, urls []string) map[*shard][]any {
+// admission adds to by (nil: none yet) the add.lua quadruples of urls,
+// found at depth and hops on page from ("" for seeds; kept in each item,
+// Item.From), by shard, and returns it.
+func (f *Frontier) admission(lay *layout, by map[*shard][]any, depth, hops int, from string, urls []string) map[*shard][]any {
 	if f.o.MaxDepth > 0 && depth > f.o.MaxDepth {
-		return nil
+		return by
 	}
-	var by map[*shard][]any
 	for _, raw := range urls {
 		norm, site, err := f.normalize(raw)
 		if err != nil {
 			continue
 		}
-		item, _ := json.Marshal(Item{URL: norm, Depth: depth, From: from})
+		item, _ := json.Marshal(Item{URL: norm, Depth: depth, Hops: hops, From: from})
 		fp, b := fingerprint(norm)
 		if by == nil {
 			by = map[*shard][]any{}

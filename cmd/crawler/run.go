@@ -144,7 +144,9 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "\nCrawls from the seeds, sharing the crawl with every other 'crawler run' pointed at the same")
 		fmt.Fprintln(stderr, "Redis and --crawl, on any host. Before every request it takes a permit from the site's")
 		fmt.Fprintln(stderr, "semaphore in Redis, so no site sees more than its cap at once, fleet-wide. Links are followed")
-		fmt.Fprintln(stderr, "within the seeds' sites. Exits 0 when nothing is queued or in flight anywhere (unless --forever).")
+		fmt.Fprintln(stderr, "within the seeds' sites, and as --allow-domain, --follow-external, --include and --exclude say:")
+		fmt.Fprintln(stderr, "the crawl's first process stores them; later ones follow the stored scope. Exits 0 when nothing")
+		fmt.Fprintln(stderr, "is queued or in flight anywhere (unless --forever).")
 		fmt.Fprintln(stderr, "\nFlags:")
 		fs.PrintDefaults()
 	})
@@ -227,7 +229,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}}, m)
 	m.Robots(rob)
 	fr := frontier.New(rdb, &frontier.Options{Prefix: cfg.Prefix, Crawl: cfg.Crawl, Visibility: cfg.Visibility,
-		MaxAttempts: cfg.MaxAttempts, MaxDepth: cfg.MaxDepth, MaxPages: cfg.MaxPages, Shards: cfg.Shards, Cap: cfg.MaxPerSite, Park: cfg.Lease / 2, SiteKey: siteKey, TTL: cfg.CrawlTTL})
+		MaxAttempts: cfg.MaxAttempts, MaxDepth: cfg.MaxDepth, MaxPages: cfg.MaxPages, Shards: cfg.Shards, Cap: cfg.MaxPerSite, Park: cfg.Lease / 2, SiteKey: siteKey, TTL: cfg.CrawlTTL, Scope: cfg.ScopeRules()})
 
 	var out io.Writer
 	if cfg.Out != "" {
@@ -243,6 +245,9 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Forever: cfg.Forever, SiteKey: siteKey, Net: network, Sitemaps: cfg.Sitemaps, Out: out, Log: log, Observer: m})
 	added, err := c.Seed(ctx, seeds)
 	if err != nil {
+		if errors.Is(err, frontier.ErrScopeConflict) {
+			return usageErr("%v", err)
+		}
 		if errors.Is(err, crawl.ErrURLTooLong) {
 			return usageErr("%v (see --max-url-length)", err)
 		}

@@ -54,7 +54,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// The crawl's own limits, as its processes recorded them, not this
 	// process's flags.
 	perSite := meta.MaxPerSite
-	fmt.Fprintf(stdout, "limits: %s\n\n", limits(meta, st))
+	fmt.Fprintf(stdout, "limits: %s\n", limits(meta, st))
+	fmt.Fprintf(stdout, "scope: %s\n\n", meta.Scope)
 	if perSite == 0 { // a crawl from before the limits were recorded
 		perSite = cfg.MaxPerSite
 	}
