@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -264,9 +263,8 @@ func (s *Server) controlHandler() http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		refresh, _ := strconv.Atoi(r.URL.Query().Get("refresh"))
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		writeDashboard(w, s.Stats(), refresh)
+		writeDashboard(w, s.Stats(), refreshOf(r))
 	})
 	return mux
 }
