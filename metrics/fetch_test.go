@@ -77,3 +77,5 @@ func value(t *testing.T, body, series string) float64 {
 	t.Fatalf("/metrics lacks %s", series)
 	return 0
 }
+
+var _ fetch.Observer = (*Metrics)(nil)
