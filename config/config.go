@@ -48,6 +48,7 @@ type Config struct {
 	MaxDepth           int           `yaml:"max_depth" env:"CRAWLER_MAX_DEPTH" flag:"max-depth" help:"follow links at most this many hops from a seed (0: no limit)"`
 	Out                string        `yaml:"out" env:"CRAWLER_OUT" flag:"out" help:"write one JSON line per fetch to this file (url, status, bytes, fetched_at, worker)"`
 	MetricsAddr        string        `yaml:"metrics_addr" env:"CRAWLER_METRICS_ADDR" flag:"metrics-addr" help:"serve Prometheus /metrics here (e.g. 127.0.0.1:9090; empty: off)"`
+	MetricsLinger      time.Duration `yaml:"metrics_linger" env:"CRAWLER_METRICS_LINGER" flag:"metrics-linger" help:"keep serving /metrics this long after the crawl ends, for a last scrape (Ctrl-C ends it sooner; 0: stop at once)"`
 	Visibility         time.Duration `yaml:"visibility" env:"CRAWLER_VISIBILITY" flag:"visibility" help:"a URL taken by a worker that goes quiet is handed to another after this"`
 	MaxAttempts        int           `yaml:"max_attempts" env:"CRAWLER_MAX_ATTEMPTS" flag:"max-attempts" help:"tries per URL on 5xx, 429 and network errors"`
 	Timeout            time.Duration `yaml:"timeout" env:"CRAWLER_TIMEOUT" flag:"timeout" help:"one request, waiting for its permit included (robots.txt: up to this for its permit, then this again for the request)"`
@@ -341,6 +342,9 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			bad("metrics-addr", "%q is not host:port", c.MetricsAddr)
 		}
+	}
+	if c.MetricsLinger < 0 || c.MetricsLinger > 24*time.Hour || (c.MetricsLinger > 0 && c.MetricsAddr == "") {
+		bad("metrics-linger", "%s: want 0..24h, and only with --metrics-addr", c.MetricsLinger)
 	}
 	if c.Visibility < time.Second {
 		bad("visibility", "%s: want at least 1s", c.Visibility)

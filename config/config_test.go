@@ -39,12 +39,26 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	c := Default()
 	c.Redis, c.MaxPerSite, c.Workers, c.Lease, c.Semaphore = "http://x", 0, 0, time.Millisecond, "fast"
 	c.MetricsAddr, c.RedisSentinel, c.Prefix, c.Visibility, c.StopGrace = "nope", "nomaster", "a{b}", 10*time.Second, -time.Second
-	c.Shards, c.SiteKey = 0, "ip"
+	c.Shards, c.SiteKey, c.MetricsLinger = 0, "ip", -time.Second
 	err := c.Validate()
-	for _, field := range []string{"--site-key:", "--redis:", "--max-per-site:", "--workers:", "--lease:", "--semaphore:", "--metrics-addr:", "--redis-sentinel:", "--prefix:", "--visibility:", "--stop-grace:", "--shards:"} {
+	for _, field := range []string{"--metrics-linger:", "--site-key:", "--redis:", "--max-per-site:", "--workers:", "--lease:", "--semaphore:", "--metrics-addr:", "--redis-sentinel:", "--prefix:", "--visibility:", "--stop-grace:", "--shards:"} {
 		if err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("no %s problem in %v", field, err)
 		}
+	}
+}
+
+// --metrics-linger needs --metrics-addr: with nothing served, there is
+// nothing to linger for.
+func TestMetricsLingerNeedsAnAddress(t *testing.T) {
+	c := Default()
+	c.MetricsLinger = time.Minute
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--metrics-linger: 1m0s: want 0..24h, and only with --metrics-addr") {
+		t.Fatalf("--metrics-linger without --metrics-addr: %v", err)
+	}
+	c.MetricsAddr = "127.0.0.1:9090"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 

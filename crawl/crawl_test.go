@@ -123,7 +123,7 @@ func TestTwoCrawlersShareACrawl(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`polite_fetches_total{status="200"}`, "polite_permit_wait_seconds_count", "polite_permits_held 0",
+	for _, want := range []string{`polite_fetches_total{code="200"}`, "polite_permit_wait_seconds_count", "polite_permits_held 0",
 		`polite_robots_policies_total{source="fetched"}`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

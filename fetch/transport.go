@@ -54,6 +54,10 @@ type Observer interface {
 	PermitHeld(delta int)
 	PermitLost(site string)
 	Response(site string, status int)
+	// Fetched reports a response's body closed: its status, the body's
+	// bytes read, and the time from the request's start (its site permit
+	// held) to the close. Requests that got no response are not reported.
+	Fetched(site string, status int, bytes int64, took time.Duration)
 }
 
 // Transport is an http.RoundTripper that takes a permit per request. It
@@ -231,6 +235,7 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 	body.done = func(early bool) {
 		cancel()
 		stopKeep()
+		t.observe(func(o Observer) { o.Fetched(site, resp.StatusCode, body.n.Load(), time.Since(clk.start)) })
 		if err := body.failed(); err != nil {
 			if c := failure(ctx, p, err); c != limiter.OutcomeNone {
 				out.Class = c
@@ -333,11 +338,13 @@ type permitBody struct {
 	once sync.Once
 	eof  atomic.Bool
 	err  atomic.Pointer[error] // the first read error other than EOF
+	n    atomic.Int64          // bytes read
 	done func(early bool)
 }
 
 func (b *permitBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
 	if err == io.EOF {
 		b.eof.Store(true)
 	} else if err != nil {

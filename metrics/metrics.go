@@ -1,20 +1,18 @@
 // Package metrics exposes a crawler process's figures to Prometheus:
-// permits held, time waited for permits, permits lost, responses by status,
-// how robots policies were found, and Redis round trips.
+// permits held, time waited for permits, permits lost, responses by status
+// code, fetch durations and bytes, the crawl's progress and outcomes, how
+// robots policies were found, Redis round trips, and the Go runtime's and
+// the process's own figures.
 package metrics
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/polite-crawler/polite/robots"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Metrics implements fetch.Observer.
@@ -25,10 +23,13 @@ type Metrics struct {
 	waitFails prometheus.Counter
 	lost      prometheus.Counter
 	responses *prometheus.CounterVec
+	took      prometheus.Histogram
+	bytes     prometheus.Counter
 	rt        *roundTrips
 }
 
-// New registers the crawler's metrics.
+// New registers the crawler's metrics, the Go runtime's (go_*) and the
+// process's (process_*) among them.
 func New() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
@@ -41,10 +42,16 @@ func New() *Metrics {
 		lost: prometheus.NewCounter(prometheus.CounterOpts{Name: "polite_permits_lost_total",
 			Help: "Permits lost before release (lease ran out unrefreshed)."}),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "polite_fetches_total",
-			Help: "Responses by HTTP status."}, []string{"status"}),
+			Help: "Responses by HTTP status code."}, []string{"code"}),
+		took: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "polite_fetch_duration_seconds",
+			Help:    "Time from a request's start (its site permit held) to its response body closed; requests without a response are not counted.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "polite_fetched_bytes_total",
+			Help: "Response body bytes read (robots.txt and sitemaps included)."}),
 		rt: &roundTrips{},
 	}
-	m.reg.MustRegister(m.held, m.wait, m.waitFails, m.lost, m.responses)
+	m.reg.MustRegister(m.held, m.wait, m.waitFails, m.lost, m.responses, m.took, m.bytes,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registerRoundTrips()
 	return m
 }
@@ -76,23 +83,19 @@ func (m *Metrics) Response(site string, status int) {
 	m.responses.WithLabelValues(strconv.Itoa(status)).Inc()
 }
 
-// Serve serves /metrics on addr until ctx ends.
+// Fetched counts a response's body bytes and observes its fetch duration.
+func (m *Metrics) Fetched(site string, status int, bytes int64, took time.Duration) {
+	m.bytes.Add(float64(bytes))
+	m.took.Observe(took.Seconds())
+}
+
+// Serve serves /metrics on addr until ctx ends (Listen, then Close when ctx
+// is done).
 func (m *Metrics) Serve(ctx context.Context, addr string) error {
-	ln, err := net.Listen("tcp", addr)
+	s, err := m.Listen(addr)
 	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
+		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { // owned by Serve: ends when ctx does
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		hs.Shutdown(sctx)
-	}()
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	return nil
+	<-ctx.Done()
+	return s.Close()
 }

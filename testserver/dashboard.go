@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -13,8 +15,12 @@ import (
 // figures, and a chart of requests in
 // flight over time with the cap drawn as a dashed line. When an IP serves
 // more than one site (Stats.Shared), a row and a chart per IP and per
-// listening host:port follow. No external assets. refresh > 0 reloads the
-// page every refresh seconds.
+// listening host:port follow. No external assets. With refresh > 0 the
+// page updates itself every refresh seconds: a script fetches the page
+// again and puts its <main id="dash"> in place of the shown one, so the
+// figures are drawn in one place (here), the scroll position stays, and a
+// testserver that stopped answering is said so at the top; without
+// JavaScript, a meta refresh reloads the page.
 func writeDashboard(w io.Writer, st Stats, refresh int) error {
 	type row struct {
 		SiteStats
@@ -63,6 +69,20 @@ func writeDashboard(w io.Writer, st Stats, refresh int) error {
 	})
 }
 
+// DashboardRefresh is how often, in seconds, the dashboard updates itself
+// unless its URL says otherwise (?refresh=N; 0 stops it).
+const DashboardRefresh = 2
+
+// refreshOf is the update period a dashboard request asks for: ?refresh=N
+// seconds (0: none; at most an hour), DashboardRefresh by default.
+func refreshOf(r *http.Request) int {
+	n, err := strconv.Atoi(r.URL.Query().Get("refresh"))
+	if err != nil {
+		return DashboardRefresh
+	}
+	return min(max(n, 0), 3600)
+}
+
 // chart draws an in-flight series as an inline SVG, with cap (if > 0) as
 // a dashed line; red when over.
 func chart(series []int, cap int, over bool) template.HTML {
@@ -95,13 +115,15 @@ func chart(series []int, cap int, over bool) template.HTML {
 
 var dashboardTmpl = template.Must(template.New("dash").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
-{{if gt .Refresh 0}}<meta http-equiv="refresh" content="{{.Refresh}}">{{end}}
+{{if gt .Refresh 0}}<noscript><meta http-equiv="refresh" content="{{.Refresh}}"></noscript>{{end}}
 <title>polite testserver — {{.Stats.Profile}}</title>
 <style>
 body{font:14px system-ui,sans-serif;margin:1.5em;color:#0f172a}
 table{border-collapse:collapse}th,td{padding:4px 8px;border-bottom:1px solid #e2e8f0;text-align:right}
-th{background:#f1f5f9}td.l,th.l{text-align:left}.bad{color:#dc2626;font-weight:bold}.ok{color:#16a34a}
+th{background:#f1f5f9}td.l,th.l{text-align:left}.bad{color:#dc2626;font-weight:bold}.ok{color:#16a34a}#live{color:#64748b}
 </style></head><body>
+<p id="live">{{if gt .Refresh 0}}Updates every {{.Refresh}} s (?refresh=N for another period, ?refresh=0 to stop).{{else}}Not updating (?refresh=2: every 2 s).{{end}}</p>
+<main id="dash">
 <h1>polite testserver <small>profile {{.Stats.Profile}}, up {{.Uptime}}</small></h1>
 <p>{{len .Rows}} sites. {{if .Bad}}<span class="bad">{{.Bad}} site(s) or address(es) saw a violation.</span>{{else}}<span class="ok">No site saw more than its cap, a disallowed hit, or a gap under its crawl delay.</span>{{end}}
 Chart: requests in flight per 100 ms, dashed line = cap.</p>
@@ -120,5 +142,26 @@ Chart: requests in flight per 100 ms, dashed line = cap.</p>
 <td>{{.Requests}}</td><td{{if .Misdirected}} class="bad"{{end}}>{{.Misdirected}}</td><td>{{.Connections}}</td><td class="l">{{.Chart}}</td></tr>
 {{end}}</table>{{end}}
 <p><a href="/_stats">/_stats</a> (JSON) · POST /_reset</p>
+</main>
+{{if gt .Refresh 0}}<script>
+(function () {
+  var every = {{.Refresh}} * 1000, live = document.getElementById("live");
+  function tick() {
+    fetch(location.href, {cache: "no-store"}).then(function (r) {
+      if (!r.ok) { throw new Error("HTTP " + r.status); }
+      return r.text();
+    }).then(function (html) {
+      var next = new DOMParser().parseFromString(html, "text/html").getElementById("dash");
+      if (next) { document.getElementById("dash").replaceWith(next); }
+      live.className = "";
+      live.textContent = "Updated " + new Date().toLocaleTimeString() + ", every " + every / 1000 + " s.";
+    }).catch(function (e) {
+      live.className = "bad";
+      live.textContent = "The testserver does not answer (" + e.message + "); trying again every " + every / 1000 + " s.";
+    }).finally(function () { setTimeout(tick, every); });
+  }
+  setTimeout(tick, every);
+})();
+</script>{{end}}
 </body></html>
 `))

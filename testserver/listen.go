@@ -2,11 +2,14 @@ package testserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -67,9 +70,9 @@ func (s *Server) layout() error {
 			l = shared[label]
 		}
 		if l == nil {
-			ln, err := net.Listen("tcp", net.JoinHostPort(a.ip, "0"))
+			ln, err := s.listen(i, a.ip)
 			if err != nil {
-				return fmt.Errorf("testserver: site %d: %w", i, err)
+				return err
 			}
 			l = &listener{srv: s, addr: ln.Addr().String(), ln: ln, own: newGauge(0, s.start), ip: a}
 			_, l.port, _ = net.SplitHostPort(l.addr)
@@ -106,6 +109,28 @@ func (s *Server) layout() error {
 		}
 	}
 	return nil
+}
+
+// listen opens the next listener, for site i, on ip: on the port the
+// system chooses, or with WithBasePort on base + the listeners opened so
+// far, so that a profile's sites get the same ports every run.
+func (s *Server) listen(i int, ip string) (net.Listener, error) {
+	port := 0
+	if s.opts.basePort > 0 {
+		if port = s.opts.basePort + len(s.listeners); port > 65535 {
+			return nil, fmt.Errorf("testserver: site %d needs port %d, past 65535 (%d listeners from base port %d)",
+				i, port, len(s.listeners)+1, s.opts.basePort)
+		}
+	}
+	addr := net.JoinHostPort(ip, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, fmt.Errorf("testserver: site %d: %s is in use by another process: %w", i, addr, err)
+	case err != nil:
+		return nil, fmt.Errorf("testserver: site %d: %w", i, err)
+	}
+	return ln, nil
 }
 
 func (l *listener) connState(_ net.Conn, cs http.ConnState) {

@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,11 +35,19 @@ type Option func(*options)
 type options struct {
 	control  string
 	sameHost bool
+	basePort int
 }
 
 // WithControl sets the control address (default "127.0.0.1:0", a free port;
 // "" for none).
 func WithControl(addr string) Option { return func(o *options) { o.control = addr } }
+
+// WithBasePort puts the sites' listeners on fixed ports: base, base+1, ...,
+// one per listener in the order the profile first uses them (one per site,
+// unless sites with a VHost share an Address), so that a profile's sites
+// have the same URLs every run. A port in use is an error of Start that
+// names it. 0, the default: ports the system chooses.
+func WithBasePort(base int) Option { return func(o *options) { o.basePort = base } }
 
 // WithSameHost puts every site on 127.0.0.1, told apart by port only, for
 // systems where other 127.0.0.0/8 addresses do not work.
@@ -134,7 +141,7 @@ func (s *Server) Start() error {
 				l.ln.Close()
 			}
 			s.listeners = nil
-			return fmt.Errorf("testserver: control address: %w", err)
+			return fmt.Errorf("testserver: control address %s: %w", s.opts.control, err)
 		}
 		s.controlURL = "http://" + ln.Addr().String()
 		s.control = &http.Server{Handler: s.controlHandler(), ReadHeaderTimeout: 10 * time.Second}
@@ -264,9 +271,8 @@ func (s *Server) controlHandler() http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		refresh, _ := strconv.Atoi(r.URL.Query().Get("refresh"))
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		writeDashboard(w, s.Stats(), refresh)
+		writeDashboard(w, s.Stats(), refreshOf(r))
 	})
 	return mux
 }

@@ -193,6 +193,11 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Info("Redis started less than a lease ago: no permits until the restart guard ends", "in", left.String())
 	}
 	m := metrics.New()
+	msrv, err := listenMetrics(cfg, m) // before anything is seeded: a taken port fails first
+	if err != nil {
+		return err
+	}
+	defer msrv.Close()
 	m.CountRoundTrips(rdb)
 	m.Adaptive(lim)
 	siteKey, err := robots.ParseSiteKey(cfg.SiteKey)
@@ -243,6 +248,8 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	c := crawl.New(fr, lim, rob, crawl.Options{Workers: cfg.Workers, Cap: cfg.MaxPerSite, UserAgent: cfg.UserAgent,
 		MaxBodySize: cfg.MaxBodySize, MaxURLLength: cfg.MaxURLLength, Timeout: cfg.Timeout, StopGrace: cfg.StopGrace,
 		Forever: cfg.Forever, SiteKey: siteKey, Net: network, Sitemaps: cfg.Sitemaps, Out: out, Log: log, Observer: m})
+	m.Progress(func() int64 { return c.Progress().InFlight }, metrics.FrontierFleet(fr))
+	m.Outcomes(c.Outcomes)
 	added, err := c.Seed(ctx, seeds)
 	if err != nil {
 		if errors.Is(err, frontier.ErrScopeConflict) {
@@ -266,12 +273,6 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	})()
 	g, gctx := errgroup.WithContext(ctx)
 	done := make(chan struct{})
-	if cfg.MetricsAddr != "" {
-		mctx, stop := context.WithCancel(gctx)
-		defer stop()
-		g.Go(func() error { return m.Serve(mctx, cfg.MetricsAddr) })
-		go func() { <-done; stop() }() // owned here: ends when the crawl does
-	}
 	g.Go(func() error { report(gctx, done, cfg.Progress, c, fr, stdout, log); return nil })
 	start := time.Now()
 	g.Go(func() error { defer close(done); return c.Run(gctx) })
@@ -281,6 +282,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err == nil && ctx.Err() == nil {
 		err = c.SeedsFailed() // every seed it gave unreachable: say so, exit 1
 	}
+	lingerMetrics(ctx, msrv, cfg, log)
 	return err
 }
 

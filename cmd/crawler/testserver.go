@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +22,7 @@ func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 	seed := fs.Int64("seed", 1, "seed for pages and links (presets only)")
 	listen := fs.String("listen", "127.0.0.1:8080", "control address: dashboard at /, figures at /_stats, POST /_reset")
 	sameHost := fs.Bool("same-host", false, "put every site on 127.0.0.1 (ports differ) instead of 127.0.0.2, 127.0.0.3, ...")
+	port := fs.Int("port", 0, "fixed ports, the same every run: the dashboard on 127.0.0.1:N, the sites' listeners on N+1, N+2, ... in profile order (instead of --listen; 0: ports the system chooses)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: crawler testserver [flags]")
 		fmt.Fprintln(stderr, "\nServes many web sites on loopback, each with its own address, robots.txt and pages,")
@@ -30,7 +32,10 @@ func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "\"address\"/\"vhost\" in a profile file: virtual hosts by Host header, several ports on one IP;")
 		fmt.Fprintln(stderr, "a site with a vhost is reached by name with curl's --resolve NAME:PORT:IP, printed below).")
 		fmt.Fprintln(stderr, "Fragile sites (the fragile preset, or \"fragile\" in a profile file) slow down with each request in")
-		fmt.Fprintln(stderr, "flight and answer 503 without Retry-After past a limit; the summary adds their latency and 5xx.\n\nFlags:")
+		fmt.Fprintln(stderr, "flight and answer 503 without Retry-After past a limit; the summary adds their latency and 5xx.")
+		fmt.Fprintln(stderr, "With --port N the URLs stay the same from run to run: the dashboard is on 127.0.0.1:N and the sites")
+		fmt.Fprintln(stderr, "listen on N+1, N+2, ..., one port per listener in profile order (one per site, but the vhosts of")
+		fmt.Fprintln(stderr, "one address share one). A port in use is an error naming it. The dashboard updates itself every 2 s.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -39,16 +44,13 @@ func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
-	if _, _, err := net.SplitHostPort(*listen); err != nil {
-		return usageErr("--listen %q: want host:port (e.g. 127.0.0.1:8080)", *listen)
+	opts, err := testserverOptions(fs, *listen, *port, *sameHost)
+	if err != nil {
+		return err
 	}
 	p, err := loadProfile(*profile, *sites, *seed)
 	if err != nil {
 		return usageErr("%v", err)
-	}
-	opts := []testserver.Option{testserver.WithControl(*listen)}
-	if *sameHost {
-		opts = append(opts, testserver.WithSameHost())
 	}
 	srv, err := testserver.New(p, opts...)
 	if err != nil {
@@ -71,6 +73,35 @@ func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 	err = srv.Close()
 	writeSummary(stdout, srv.Stats())
 	return err
+}
+
+// testserverOptions checks --listen and --port and turns them, with
+// --same-host, into the server's options: with --port N the control
+// address is 127.0.0.1:N and the sites' ports start at N+1.
+func testserverOptions(fs *flag.FlagSet, listen string, port int, sameHost bool) ([]testserver.Option, error) {
+	if _, _, err := net.SplitHostPort(listen); err != nil {
+		return nil, usageErr("--listen %q: want host:port (e.g. 127.0.0.1:8080)", listen)
+	}
+	opts := []testserver.Option{testserver.WithControl(listen)}
+	switch listenSet := flagGiven(fs, "listen"); {
+	case port < 0 || port > 65534:
+		return nil, usageErr("--port %d: want 1..65534 (0: ports the system chooses)", port)
+	case port > 0 && listenSet:
+		return nil, usageErr("give --listen or --port, not both (with --port %d the dashboard is on 127.0.0.1:%d)", port, port)
+	case port > 0:
+		opts = []testserver.Option{testserver.WithControl(net.JoinHostPort("127.0.0.1", strconv.Itoa(port))), testserver.WithBasePort(port + 1)}
+	}
+	if sameHost {
+		opts = append(opts, testserver.WithSameHost())
+	}
+	return opts, nil
+}
+
+// flagGiven says whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // loadProfile takes a preset name or, when name ends in .json, a file.
