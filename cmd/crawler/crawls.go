@@ -33,7 +33,7 @@ func runCrawls(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
-	rdb, err := connect(ctx, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
+	rdb, err := cfg.Connect(ctx, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q (name the crawl with --crawl)", fs.Args())
 	}
-	rdb, err := connect(ctx, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
+	rdb, err := cfg.Connect(ctx, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,56 +30,6 @@ import (
 // (config.Load), then validates them.
 func loadConfig(name string, args []string, stderr io.Writer, usage func(fs *flag.FlagSet)) (*config.Config, *flag.FlagSet, error) {
 	return loadConfigExtra(name, args, stderr, func(*flag.FlagSet) {}, usage)
-}
-
-// connect builds the Redis client and waits for it: a few tries with
-// backoff, then a clear error naming the address.
-func connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (redis.UniversalClient, error) {
-	opts, err := cfg.RedisOptions()
-	if err != nil {
-		return nil, usageErr("%v", err)
-	}
-	opts.PoolSize = cfg.Workers + 8
-	rdb := redis.NewUniversalClient(opts)
-	backoff := 250 * time.Millisecond
-	for try := 1; ; try++ {
-		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err = rdb.Ping(pctx).Err()
-		cancel()
-		if err == nil {
-			return rdb, nil
-		}
-		if why := permanent(err); why != "" {
-			rdb.Close()
-			return nil, fmt.Errorf("Redis at %s %s: %w", cfg.RedisAddrs(), why, err)
-		}
-		if try == 5 || ctx.Err() != nil {
-			rdb.Close()
-			return nil, fmt.Errorf("cannot reach Redis at %s: %w", cfg.RedisAddrs(), err)
-		}
-		log.Warn("Redis not reachable yet; retrying", "addr", cfg.RedisAddrs(), "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff *= 2
-	}
-}
-
-// permanent says why err will not go away by trying again (wrong
-// credentials, an untrusted or missing TLS certificate), or "".
-func permanent(err error) string {
-	var cert *tls.CertificateVerificationError
-	var rerr redis.Error
-	switch {
-	case errors.As(err, &cert):
-		return "has a TLS certificate this host does not trust (give its CA with --redis-ca FILE)"
-	case strings.Contains(err.Error(), "first record does not look like a TLS handshake"):
-		return "does not speak TLS (use redis:// rather than rediss://)"
-	case errors.As(err, &rerr) && (strings.HasPrefix(err.Error(), "WRONGPASS") || strings.HasPrefix(err.Error(), "NOAUTH")):
-		return "refused the credentials (user and password in --redis)"
-	}
-	return ""
 }
 
 // evictionWhy says why only maxmemory-policy noeviction is safe.
@@ -161,7 +110,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	log := newLogger(stderr)
-	rdb, err := connect(ctx, cfg, log)
+	rdb, err := cfg.Connect(ctx, log)
 	if err != nil {
 		return err
 	}
