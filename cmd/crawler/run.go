@@ -152,7 +152,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var archive *warc.Writer
 	if cfg.WARC != "" {
-		if archive, err = warc.Open(cfg.WARC, &warc.Options{Prefix: cfg.Crawl, IsPartOf: cfg.Crawl, MaxFileSize: cfg.WARCSize}); err != nil {
+		if archive, err = warc.Open(cfg.WARC, &warc.Options{Prefix: cfg.Crawl, IsPartOf: cfg.Crawl, MaxFileSize: int64(cfg.WARCSize)}); err != nil {
 			return fmt.Errorf("--warc: %w", err)
 		}
 		defer func() { // after the crawl: its last exchanges are in the queue
@@ -188,7 +188,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		out = f
 	}
 	c := crawl.New(fr, lim, rob, crawl.Options{Workers: cfg.Workers, Cap: cfg.MaxPerSite, UserAgent: cfg.UserAgent,
-		MaxBodySize: cfg.MaxBodySize, MaxURLLength: cfg.MaxURLLength, Timeout: cfg.Timeout, StopGrace: cfg.StopGrace,
+		MaxBodySize: int(cfg.MaxBodySize), MaxURLLength: cfg.MaxURLLength, Timeout: cfg.Timeout, StopGrace: cfg.StopGrace,
 		Forever: cfg.Forever, SiteKey: siteKey, Net: network, Sitemaps: cfg.Sitemaps, Out: out, Log: log, Observer: m})
 	added, err := c.Seed(ctx, seeds)
 	if err != nil {
