@@ -148,13 +148,15 @@ func loadConfigExtra(name string, args []string, stderr io.Writer, extra, usage 
 	fs.SetOutput(stderr)
 	fs.Usage = func() { usage(fs) }
 	extra(fs)
-	cfg, err := config.Load(fs, args, os.Getenv)
+	var cfg *config.Config
+	err := parseQuiet(fs, func() (err error) { cfg, err = config.Load(fs, args, os.Getenv); return err })
 	switch {
-	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, flag.ErrHelp), errors.Is(err, errUsage):
 		return nil, nil, err
 	case err != nil:
 		return nil, nil, usageErr("%v", err)
 	}
+	warnUnknownEnv(stderr)
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, usageErr("invalid settings:\n%v", err)
 	}

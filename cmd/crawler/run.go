@@ -89,7 +89,7 @@ func evictionPolicy(ctx context.Context, rdb redis.UniversalClient) (string, err
 
 func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, fs, err := loadConfig("run", args, stderr, func(fs *flag.FlagSet) {
-		fmt.Fprintln(stderr, "Usage: crawler run [flags] SEED_URL...")
+		fmt.Fprintln(stderr, "Usage: crawler run [flags] SEED_URL...  (or a seeds: list in the --config file)")
 		fmt.Fprintln(stderr, "\nCrawls from the seeds, sharing the crawl with every other 'crawler run' pointed at the same")
 		fmt.Fprintln(stderr, "Redis and --crawl, on any host. Before every request it takes a permit from the site's")
 		fmt.Fprintln(stderr, "semaphore in Redis, so no site sees more than its cap at once, fleet-wide. Links are followed")
@@ -100,9 +100,12 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	seeds := fs.Args()
+	seeds := fs.Args() // they replace the file's, as flags do
+	if len(seeds) == 0 {
+		seeds = cfg.Seeds
+	}
 	if len(seeds) == 0 && !cfg.Forever {
-		return usageErr("no seed URLs (give at least one, or --forever to join a crawl others seed)")
+		return usageErr("no seed URLs (give at least one, or a seeds: list in the --config file, or --forever to join a crawl others seed)")
 	}
 	for _, s := range seeds {
 		if _, _, err := frontier.Normalize(s); err != nil {
