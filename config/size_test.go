@@ -20,7 +20,7 @@ func TestSizesTakeUnits(t *testing.T) {
 	} {
 		c2, _, err := load(t, "--max-body-size", c.in)
 		if err != nil || int64(c2.MaxBodySize) != c.want {
-			t.Errorf("--max-body-size %q: %d, %v; want %d", c.in, int64(c2.MaxBodySize), err, c.want)
+			t.Errorf("--max-body-size %q: %v, %v; want %d", c.in, c2, err, c.want)
 		}
 	}
 	for _, bad := range []string{"10XB", "-1", "1.5MiB", "", "MiB", "9999999TiB", "10MiBs"} {
