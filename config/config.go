@@ -58,7 +58,7 @@ type Config struct {
 	AdaptiveBackoff    time.Duration `yaml:"adaptive_backoff" env:"CRAWLER_ADAPTIVE_BACKOFF" flag:"adaptive-backoff" help:"first fleet-wide hold-off after a 429 or 503 without Retry-After; it doubles with each repeat"`
 	AdaptiveBackoffMax time.Duration `yaml:"adaptive_backoff_max" env:"CRAWLER_ADAPTIVE_BACKOFF_MAX" flag:"adaptive-backoff-max" help:"longest hold-off after repeated 429/503 without Retry-After (at most 24h)"`
 	AdaptiveForgive    time.Duration `yaml:"adaptive_forgive" env:"CRAWLER_ADAPTIVE_FORGIVE" flag:"adaptive-forgive" help:"a site quiet this long (no 429/503 without Retry-After) starts its hold-offs from --adaptive-backoff again; a site not fetched this long forgets its health"`
-	Seeds              []string      `yaml:"seeds" env:"-" flag:"-" help:"seed URLs for 'crawler run' (file only; seeds given as arguments replace them)"`
+	Seeds              Repeated      `yaml:"seeds" env:"-" flag:"-" help:"seed URLs for 'crawler run' (file only; seeds given as arguments replace them)"`
 	Strict             bool          `yaml:"strict" env:"CRAWLER_STRICT" flag:"strict" help:"refuse to start on a Redis that may evict our keys (maxmemory-policy other than noeviction) or whose policy cannot be read, rather than warn"`
 }
 

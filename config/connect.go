@@ -63,9 +63,12 @@ const (
 // may go away (connection refused, a dial timeout, a Redis loading its
 // data) are retried a few times with backoff, each logged at Warn; the
 // others end it at once. On failure it returns a *ConnectError, whose Kind
-// names the cause, and closes the client. It returns early with an error
-// when ctx is done.
+// names the cause. It returns early with an error when ctx is done. A nil
+// log logs nothing.
 func (c *Config) Connect(ctx context.Context, log *slog.Logger) (redis.UniversalClient, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	opts, err := c.RedisOptions()
 	if err != nil {
 		return nil, err

@@ -79,8 +79,9 @@ func (c *Config) applyYAML(doc *yaml.Node) error {
 	return errors.Join(errs...)
 }
 
-// setYAML sets a field from a YAML value: a list for list settings (or
-// one value, for them too), else a scalar read as set reads a flag's.
+// setYAML sets a field from a YAML value: a list for list settings, else
+// a scalar read as set reads a flag's (so a scalar for a Repeated setting
+// is one value, for another list setting comma-separated values).
 func setYAML(v reflect.Value, n *yaml.Node) error {
 	if v.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode {
 		items := make([]string, 0, len(n.Content))
@@ -96,7 +97,7 @@ func setYAML(v reflect.Value, n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" && v.Kind() != reflect.String {
 		return fmt.Errorf("%s, got %s", want(v), kindOf(n))
 	}
-	if v.Kind() == reflect.Slice { // one value for a list
+	if _, ok := v.Interface().(Repeated); ok { // one value for a list
 		return setYAML(v, &yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{n}})
 	}
 	if err := set(v, n.Value); err != nil {

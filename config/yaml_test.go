@@ -79,6 +79,11 @@ func TestFileSeeds(t *testing.T) {
 			t.Errorf("%q: seeds %q, want %q", c.text, cfg.Seeds, c.want)
 		}
 	}
+	// Other lists take comma-separated values in one string, as their flags.
+	cfg := Default()
+	if err := cfg.LoadFile(writeFile(t, "redis_cluster: a:1,b:2\n")); err != nil || !slices.Equal(cfg.RedisCluster, []string{"a:1", "b:2"}) {
+		t.Errorf("redis_cluster: a:1,b:2 gives %q, %v", cfg.RedisCluster, err)
+	}
 	// Seeds are no flag and no variable: positional arguments give them.
 	_, fs, _ := load(t)
 	if fs.Lookup("seeds") != nil || fs.Lookup("-") != nil {
