@@ -74,9 +74,11 @@ func (c *Config) Connect(ctx context.Context, log *slog.Logger) (redis.Universal
 		return nil, err
 	}
 	// Tried on a client of its own that does not retry by itself, so
-	// that each try is one dial and one PING, and the answer is first-hand.
+	// that each try is one dial and one PING, and the answer is first-hand;
+	// a read waits half a try at most (a silent server is read from twice,
+	// HELLO and its fallback).
 	once := *opts
-	once.MaxRetries, once.DialerRetries, once.PoolSize, once.DialTimeout = -1, 1, 1, pingTimeout
+	once.MaxRetries, once.DialerRetries, once.PoolSize, once.DialTimeout, once.ReadTimeout = -1, 1, 1, pingTimeout, pingTimeout/2
 	check := redis.NewUniversalClient(&once)
 	defer check.Close()
 	backoff := firstBackoff
