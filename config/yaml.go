@@ -39,14 +39,22 @@ func (c *Config) LoadFile(path string) error {
 	case !errors.Is(err, io.EOF):
 		return fmt.Errorf("config: %s: %w", path, err)
 	}
-	if err := c.applyYAML(&doc); err != nil {
-		return fmt.Errorf("config: %s: %w", path, err)
+	switch errs := c.applyYAML(&doc); len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("config: %s: %w", path, errs[0])
+	default: // one a line, each under the file's name
+		lines := make([]error, len(errs))
+		for i, err := range errs {
+			lines[i] = fmt.Errorf("  %w", err)
+		}
+		return fmt.Errorf("config: %s: %d problems:\n%w", path, len(errs), errors.Join(lines...))
 	}
-	return nil
 }
 
-// applyYAML applies a decoded document: every problem, one per line.
-func (c *Config) applyYAML(doc *yaml.Node) error {
+// applyYAML applies a decoded document and returns every problem.
+func (c *Config) applyYAML(doc *yaml.Node) []error {
 	top := doc
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
 		top = doc.Content[0]
@@ -55,7 +63,7 @@ func (c *Config) applyYAML(doc *yaml.Node) error {
 		return nil // comments only
 	}
 	if top.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: want settings as key: value lines, got %s", top.Line, kindOf(top))
+		return []error{fmt.Errorf("line %d: want settings as key: value lines, got %s", top.Line, kindOf(top))}
 	}
 	fields := map[string]reflect.Value{}
 	c.each(func(f reflect.StructField, v reflect.Value) { fields[f.Tag.Get("yaml")] = v })
@@ -76,7 +84,7 @@ func (c *Config) applyYAML(doc *yaml.Node) error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // setYAML sets a field from a YAML value: a list for list settings, else

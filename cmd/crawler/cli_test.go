@@ -18,14 +18,19 @@ import (
 )
 
 // A flag a command does not know, or cannot read, is one line that points
-// to -h, exit 2; -h still prints the whole help, exit 0. A CRAWLER_*
+// to -h, exit 2 (a mistake in the file is one line too, naming the key); -h still prints the whole help, exit 0. A CRAWLER_*
 // variable no setting reads is named with the one it most likely meant.
 func TestBadFlagIsOneLine(t *testing.T) {
 	bin := build(t)
+	file := filepath.Join(t.TempDir(), "crawler.yaml")
+	if err := os.WriteFile(file, []byte("max-per-site: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"run", "--config", file, "http://a.example/"}, "crawler run: config: " + file + ": line 1: unknown key max-per-site (did you mean max_per_site?)\n"},
 		{[]string{"run", "--nope"}, "crawler run: flag provided but not defined: -nope (see 'crawler run -h')\n"},
 		{[]string{"status", "--workers", "many"}, `crawler status: invalid value "many" for flag -workers: want a whole number (see 'crawler status -h')` + "\n"},
 		{[]string{"delete", "--max-body-size", "lots"}, `crawler delete: invalid value "lots" for flag -max-body-size: want a size such as 10MiB, 512KiB, 1GiB, 10MB or a number of bytes (see 'crawler delete -h')` + "\n"},

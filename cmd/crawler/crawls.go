@@ -153,8 +153,8 @@ func loadConfigExtra(name string, args []string, stderr io.Writer, extra, usage 
 	switch {
 	case errors.Is(err, flag.ErrHelp), errors.Is(err, errUsage):
 		return nil, nil, err
-	case err != nil:
-		return nil, nil, usageErr("%v", err)
+	case err != nil: // the file's or a variable's, which say where
+		return nil, nil, badFlags(err.Error())
 	}
 	warnUnknownEnv(stderr)
 	if err := cfg.Validate(); err != nil {

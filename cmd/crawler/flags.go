@@ -36,7 +36,8 @@ func parseQuiet(fs *flag.FlagSet, parse func() error) error {
 	return badFlags(fmt.Sprintf("%v (see '%s -h')", err, fs.Name()))
 }
 
-// badFlags is a usage error (errUsage, exit 2) printed as it is.
+// badFlags is a usage error (errUsage, exit 2) printed as it is, without
+// usageErr's "usage:".
 type badFlags string
 
 func (e badFlags) Error() string        { return string(e) }
