@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -136,4 +137,57 @@ func listen(t *testing.T, serve func(net.Conn)) string {
 		}
 	}()
 	return addr
+}
+
+// A Redis that is not listening yet when Connect starts (refused) is
+// retried, each retry logged, and connected to once it listens.
+func TestConnectWaitsForRedisToListen(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	addr := listen(t, nil) // refuses until the forwarder below takes its port
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return // the port was taken meanwhile: Connect fails, and says so
+		}
+		t.Cleanup(func() { ln.Close() })
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go forward(c, rs.Addr)
+		}
+	}()
+	cfg := Default()
+	cfg.Redis = "redis://" + addr
+	var log bytes.Buffer
+	rdb, err := cfg.Connect(context.Background(), slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	defer rdb.Close()
+	if n := strings.Count(log.String(), "Redis not reachable yet; retrying"); n == 0 {
+		t.Errorf("no retry logged:\n%s", log.String())
+	}
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forward copies between c and a new connection to target until either
+// side closes.
+func forward(c net.Conn, target string) {
+	defer c.Close()
+	up, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	go io.Copy(up, c)
+	io.Copy(c, up)
 }
