@@ -8,16 +8,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/internal/keyname"
@@ -52,11 +48,11 @@ type Config struct {
 	Visibility         time.Duration `yaml:"visibility" env:"CRAWLER_VISIBILITY" flag:"visibility" help:"a URL taken by a worker that goes quiet is handed to another after this"`
 	MaxAttempts        int           `yaml:"max_attempts" env:"CRAWLER_MAX_ATTEMPTS" flag:"max-attempts" help:"tries per URL on 5xx, 429 and network errors"`
 	Timeout            time.Duration `yaml:"timeout" env:"CRAWLER_TIMEOUT" flag:"timeout" help:"one request, waiting for its permit included (robots.txt: up to this for its permit, then this again for the request)"`
-	MaxBodySize        int           `yaml:"max_body_size" env:"CRAWLER_MAX_BODY_SIZE" flag:"max-body-size" help:"bytes read of a response body"`
+	MaxBodySize        Size          `yaml:"max_body_size" env:"CRAWLER_MAX_BODY_SIZE" flag:"max-body-size" help:"most of a response body read (512KiB, 10MiB, 10MB or bytes)"`
 	MaxCrawlDelay      time.Duration `yaml:"max_crawl_delay" env:"CRAWLER_MAX_CRAWL_DELAY" flag:"max-crawl-delay" help:"longest Crawl-delay honoured; longer ones are clamped"`
 	StopGrace          time.Duration `yaml:"stop_grace" env:"CRAWLER_STOP_GRACE" flag:"stop-grace" help:"on SIGINT/SIGTERM, how long downloads under way may go on to finish, so that no other worker fetches them again (0: cancel them at once)"`
 	WARC               string        `yaml:"warc" env:"CRAWLER_WARC" flag:"warc" help:"keep every request and response (robots.txt and sitemaps included) as WARC 1.1 files (gzip per record) in this directory"`
-	WARCSize           int64         `yaml:"warc_size" env:"CRAWLER_WARC_SIZE" flag:"warc-size" help:"start a new WARC file once one reaches this many bytes"`
+	WARCSize           Size          `yaml:"warc_size" env:"CRAWLER_WARC_SIZE" flag:"warc-size" help:"start a new WARC file once one reaches this size (1GiB, 500MB or bytes)"`
 	Sitemaps           bool          `yaml:"sitemaps" env:"CRAWLER_SITEMAPS" flag:"sitemaps" help:"also crawl the seeds' sites from their sitemaps (robots.txt's Sitemap: lines, or /sitemap.xml), under their permits like pages; --sitemaps=false: only links"`
 	Forever            bool          `yaml:"forever" env:"CRAWLER_FOREVER" flag:"forever" help:"keep waiting for new URLs when the crawl is done"`
 	Progress           time.Duration `yaml:"progress" env:"CRAWLER_PROGRESS" flag:"progress" help:"how often to report progress"`
@@ -67,6 +63,7 @@ type Config struct {
 	AdaptiveBackoff    time.Duration `yaml:"adaptive_backoff" env:"CRAWLER_ADAPTIVE_BACKOFF" flag:"adaptive-backoff" help:"first fleet-wide hold-off after a 429 or 503 without Retry-After; it doubles with each repeat"`
 	AdaptiveBackoffMax time.Duration `yaml:"adaptive_backoff_max" env:"CRAWLER_ADAPTIVE_BACKOFF_MAX" flag:"adaptive-backoff-max" help:"longest hold-off after repeated 429/503 without Retry-After (at most 24h)"`
 	AdaptiveForgive    time.Duration `yaml:"adaptive_forgive" env:"CRAWLER_ADAPTIVE_FORGIVE" flag:"adaptive-forgive" help:"a site quiet this long (no 429/503 without Retry-After) starts its hold-offs from --adaptive-backoff again; a site not fetched this long forgets its health"`
+	Seeds              Repeated      `yaml:"seeds" env:"-" flag:"-" help:"seed URLs for 'crawler run' (file only; seeds given as arguments replace them)"`
 	Strict             bool          `yaml:"strict" env:"CRAWLER_STRICT" flag:"strict" help:"refuse to start on a Redis that may evict our keys (maxmemory-policy other than noeviction) or whose policy cannot be read, rather than warn"`
 }
 
@@ -99,38 +96,13 @@ func Default() Config {
 	}
 }
 
-// LoadFile applies a YAML file of one document. Unknown or repeated keys,
-// values of the wrong type and a second document (after a `---`, which
-// would otherwise be silently ignored) are errors that name the file and
-// the line. An empty file is fine.
-func (c *Config) LoadFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("config: --config: %w", err)
-	}
-	defer f.Close()
-	dec := yaml.NewDecoder(f)
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil {
-		if errors.Is(err, io.EOF) { // an empty file
-			return nil
-		}
-		return fmt.Errorf("config: %s: %w", path, err)
-	}
-	var next yaml.Node
-	switch err := dec.Decode(&next); {
-	case err == nil:
-		return fmt.Errorf("config: %s: line %d: a second YAML document; only one is read, so put every setting in the first", path, next.Line)
-	case !errors.Is(err, io.EOF):
-		return fmt.Errorf("config: %s: %w", path, err)
-	}
-	return nil
-}
-
 // ApplyEnv applies the CRAWLER_* variables that getenv returns non-empty.
 func (c *Config) ApplyEnv(getenv func(string) string) error {
 	var errs []error
 	c.each(func(f reflect.StructField, v reflect.Value) {
+		if f.Tag.Get("env") == "-" {
+			return
+		}
 		if s := getenv(f.Tag.Get("env")); s != "" {
 			if _, ok := v.Interface().(Repeated); ok {
 				v.Set(reflect.ValueOf(Repeated(strings.Fields(s))))
@@ -148,6 +120,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 // value, so that parsing fs afterwards overrides only what is given.
 func (c *Config) Bind(fs *flag.FlagSet) {
 	c.each(func(f reflect.StructField, v reflect.Value) {
+		if f.Tag.Get("flag") == "-" {
+			return
+		}
 		help := f.Tag.Get("help") + " (env " + f.Tag.Get("env") + ")"
 		if v.Kind() == reflect.Bool {
 			fs.Var(boolValue{v}, f.Tag.Get("flag"), help)
@@ -228,25 +203,25 @@ func set(v reflect.Value, s string) error {
 	case int:
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			return fmt.Errorf("not a whole number")
+			return errors.New("want a whole number")
 		}
 		v.SetInt(int64(n))
-	case int64:
-		n, err := strconv.ParseInt(s, 10, 64)
+	case Size:
+		n, err := ParseSize(s)
 		if err != nil {
-			return fmt.Errorf("not a whole number")
+			return err
 		}
-		v.SetInt(n)
+		v.SetInt(int64(n))
 	case bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return fmt.Errorf("want true or false")
+			return errors.New("want true or false")
 		}
 		v.SetBool(b)
 	case time.Duration:
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return fmt.Errorf("want a duration such as 10s or 1m30s")
+			return errors.New("want a duration such as 10s or 1m30s")
 		}
 		v.SetInt(int64(d))
 	case []string:
@@ -310,7 +285,7 @@ func (c *Config) Validate() error {
 		bad("site-key", "%q: want %s or %s", c.SiteKey, robots.SiteKeyHost, robots.SiteKeyDomain)
 	}
 	if c.WARCSize < 1<<20 {
-		bad("warc-size", "%d: want at least 1048576 (1 MiB)", c.WARCSize)
+		bad("warc-size", "%s: want at least 1MiB", c.WARCSize)
 	}
 	if c.MaxPerIP < 0 || c.MaxPerIP > MaxPerIPLimit {
 		bad("max-per-ip", "%d: want 0 (off) ..%d", c.MaxPerIP, MaxPerIPLimit)
@@ -361,7 +336,7 @@ func (c *Config) Validate() error {
 		bad("max-attempts", "%d: want >= 1", c.MaxAttempts)
 	}
 	if c.MaxBodySize < 1 {
-		bad("max-body-size", "%d: want >= 1", c.MaxBodySize)
+		bad("max-body-size", "%s: want at least 1 byte", c.MaxBodySize)
 	}
 	if c.MaxCrawlDelay < 0 {
 		bad("max-crawl-delay", "%s: want >= 0", c.MaxCrawlDelay)

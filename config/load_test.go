@@ -104,8 +104,8 @@ func TestLoadFileOneDocument(t *testing.T) {
 		{"workers: 3\n---\nworkers: 4\n", "line 2: a second YAML document"},
 		{"---\n---\nworkers: 4\n", "line 2: a second YAML document"},
 		{"---\nworkers: 3\nlease: 2s\n---\n", "line 4: a second YAML document"},
-		{"workers: 3\nworkers: 4\n", `"workers" already defined`},
-		{"workers: 3\nwrokers: 4\n", "field wrokers not found"},
+		{"workers: 3\nworkers: 4\n", "line 2: workers given twice (first on line 1)"},
+		{"workers: 3\nwrokers: 4\n", "line 2: unknown key wrokers (did you mean workers?)"},
 		{"workers: many\n", "line 1"},
 	} {
 		file := filepath.Join(t.TempDir(), "crawler.yaml")

@@ -11,7 +11,7 @@ import (
 
 // RedisOptions turns the Redis settings into go-redis options: a single
 // node from --redis, or a cluster or sentinel set with --redis's user,
-// password, database and TLS. Only cmd/crawler builds the client from them.
+// password, database and TLS. Connect builds the client from them.
 func (c *Config) RedisOptions() (*redis.UniversalOptions, error) {
 	single, err := redis.ParseURL(c.Redis)
 	if err != nil {

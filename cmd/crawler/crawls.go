@@ -33,7 +33,7 @@ func runCrawls(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
-	rdb, err := connect(ctx, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
+	rdb, err := cfg.Connect(ctx, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q (name the crawl with --crawl)", fs.Args())
 	}
-	rdb, err := connect(ctx, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
+	rdb, err := cfg.Connect(ctx, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		return err
 	}
@@ -148,13 +148,15 @@ func loadConfigExtra(name string, args []string, stderr io.Writer, extra, usage 
 	fs.SetOutput(stderr)
 	fs.Usage = func() { usage(fs) }
 	extra(fs)
-	cfg, err := config.Load(fs, args, os.Getenv)
+	var cfg *config.Config
+	err := parseQuiet(fs, func() (err error) { cfg, err = config.Load(fs, args, os.Getenv); return err })
 	switch {
-	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, flag.ErrHelp), errors.Is(err, errUsage):
 		return nil, nil, err
-	case err != nil:
-		return nil, nil, usageErr("%v", err)
+	case err != nil: // the file's or a variable's, which say where
+		return nil, nil, badFlags(err.Error())
 	}
+	warnUnknownEnv(stderr)
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, usageErr("invalid settings:\n%v", err)
 	}

@@ -31,18 +31,14 @@ var commands = []command{
 	{name: "bench-worker", run: runBenchWorker, hidden: true},
 	{name: "bench-colly", run: runBenchColly, hidden: true},
 	{name: "testserver", summary: "serve many local test sites and measure how politely they are crawled", run: runTestserver},
+	{name: "version", summary: "print the crawler's version, VCS revision and Go version", run: runVersion},
 }
 
-// parseFlags parses args into fs: -h comes back as flag.ErrHelp (exit 0),
-// any other problem as a usage error (exit 2).
+// parseFlags parses args into fs: -h prints the full help and comes back
+// as flag.ErrHelp (exit 0), any other problem as a one-line usage error
+// (exit 2) that points to -h (parseQuiet).
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErr("%v", err)
-	}
-	return nil
+	return parseQuiet(fs, func() error { return fs.Parse(args) })
 }
 
 // errUsage marks a usage error: the message is printed and the exit code is 2.

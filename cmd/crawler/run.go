@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,56 +30,6 @@ import (
 // (config.Load), then validates them.
 func loadConfig(name string, args []string, stderr io.Writer, usage func(fs *flag.FlagSet)) (*config.Config, *flag.FlagSet, error) {
 	return loadConfigExtra(name, args, stderr, func(*flag.FlagSet) {}, usage)
-}
-
-// connect builds the Redis client and waits for it: a few tries with
-// backoff, then a clear error naming the address.
-func connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (redis.UniversalClient, error) {
-	opts, err := cfg.RedisOptions()
-	if err != nil {
-		return nil, usageErr("%v", err)
-	}
-	opts.PoolSize = cfg.Workers + 8
-	rdb := redis.NewUniversalClient(opts)
-	backoff := 250 * time.Millisecond
-	for try := 1; ; try++ {
-		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err = rdb.Ping(pctx).Err()
-		cancel()
-		if err == nil {
-			return rdb, nil
-		}
-		if why := permanent(err); why != "" {
-			rdb.Close()
-			return nil, fmt.Errorf("Redis at %s %s: %w", cfg.RedisAddrs(), why, err)
-		}
-		if try == 5 || ctx.Err() != nil {
-			rdb.Close()
-			return nil, fmt.Errorf("cannot reach Redis at %s: %w", cfg.RedisAddrs(), err)
-		}
-		log.Warn("Redis not reachable yet; retrying", "addr", cfg.RedisAddrs(), "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff *= 2
-	}
-}
-
-// permanent says why err will not go away by trying again (wrong
-// credentials, an untrusted or missing TLS certificate), or "".
-func permanent(err error) string {
-	var cert *tls.CertificateVerificationError
-	var rerr redis.Error
-	switch {
-	case errors.As(err, &cert):
-		return "has a TLS certificate this host does not trust (give its CA with --redis-ca FILE)"
-	case strings.Contains(err.Error(), "first record does not look like a TLS handshake"):
-		return "does not speak TLS (use redis:// rather than rediss://)"
-	case errors.As(err, &rerr) && (strings.HasPrefix(err.Error(), "WRONGPASS") || strings.HasPrefix(err.Error(), "NOAUTH")):
-		return "refused the credentials (user and password in --redis)"
-	}
-	return ""
 }
 
 // evictionWhy says why only maxmemory-policy noeviction is safe.
@@ -140,7 +89,7 @@ func evictionPolicy(ctx context.Context, rdb redis.UniversalClient) (string, err
 
 func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, fs, err := loadConfig("run", args, stderr, func(fs *flag.FlagSet) {
-		fmt.Fprintln(stderr, "Usage: crawler run [flags] SEED_URL...")
+		fmt.Fprintln(stderr, "Usage: crawler run [flags] SEED_URL...  (or a seeds: list in the --config file)")
 		fmt.Fprintln(stderr, "\nCrawls from the seeds, sharing the crawl with every other 'crawler run' pointed at the same")
 		fmt.Fprintln(stderr, "Redis and --crawl, on any host. Before every request it takes a permit from the site's")
 		fmt.Fprintln(stderr, "semaphore in Redis, so no site sees more than its cap at once, fleet-wide. Links are followed")
@@ -153,9 +102,12 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	seeds := fs.Args()
+	seeds := fs.Args() // they replace the file's, as flags do
+	if len(seeds) == 0 {
+		seeds = cfg.Seeds
+	}
 	if len(seeds) == 0 && !cfg.Forever {
-		return usageErr("no seed URLs (give at least one, or --forever to join a crawl others seed)")
+		return usageErr("no seed URLs (give at least one, or a seeds: list in the --config file, or --forever to join a crawl others seed)")
 	}
 	for _, s := range seeds {
 		if _, _, err := frontier.Normalize(s); err != nil {
@@ -163,7 +115,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	log := newLogger(stderr)
-	rdb, err := connect(ctx, cfg, log)
+	rdb, err := cfg.Connect(ctx, log)
 	if err != nil {
 		return err
 	}
@@ -210,7 +162,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var archive *warc.Writer
 	if cfg.WARC != "" {
-		if archive, err = warc.Open(cfg.WARC, &warc.Options{Prefix: cfg.Crawl, IsPartOf: cfg.Crawl, MaxFileSize: cfg.WARCSize}); err != nil {
+		if archive, err = warc.Open(cfg.WARC, &warc.Options{Prefix: cfg.Crawl, IsPartOf: cfg.Crawl, MaxFileSize: int64(cfg.WARCSize)}); err != nil {
 			return fmt.Errorf("--warc: %w", err)
 		}
 		defer func() { // after the crawl: its last exchanges are in the queue
@@ -246,7 +198,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		out = f
 	}
 	c := crawl.New(fr, lim, rob, crawl.Options{Workers: cfg.Workers, Cap: cfg.MaxPerSite, UserAgent: cfg.UserAgent,
-		MaxBodySize: cfg.MaxBodySize, MaxURLLength: cfg.MaxURLLength, Timeout: cfg.Timeout, StopGrace: cfg.StopGrace,
+		MaxBodySize: int(cfg.MaxBodySize), MaxURLLength: cfg.MaxURLLength, Timeout: cfg.Timeout, StopGrace: cfg.StopGrace,
 		Forever: cfg.Forever, SiteKey: siteKey, Net: network, Sitemaps: cfg.Sitemaps, Out: out, Log: log, Observer: m})
 	m.Progress(func() int64 { return c.Progress().InFlight }, metrics.FrontierFleet(fr))
 	m.Outcomes(c.Outcomes)

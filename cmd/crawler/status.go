@@ -30,7 +30,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	rdb, err := connect(ctx, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
+	rdb, err := cfg.Connect(ctx, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/polite-crawler/polite/config"
+)
+
+// parseQuiet runs parse (fs.Parse, or config.Load over fs) with fs kept
+// silent. -h prints fs.Usage in full and comes back as flag.ErrHelp (exit
+// 0); a flag fs cannot parse comes back as a usage error of one line that
+// points to -h (exit 2), rather than flag's message followed by every
+// flag. Errors not from parsing flags come back as parse returned them.
+func parseQuiet(fs *flag.FlagSet, parse func() error) error {
+	out, usage := fs.Output(), fs.Usage
+	if usage == nil {
+		usage = fs.PrintDefaults
+	}
+	failed := false
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() { failed = true } // flag calls it for -h and for every parse error
+	err := parse()
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case err == nil || !failed:
+		return err
+	case errors.Is(err, flag.ErrHelp):
+		usage()
+		return err
+	}
+	return badFlags(fmt.Sprintf("%v (see '%s -h')", err, fs.Name()))
+}
+
+// badFlags is a usage error (errUsage, exit 2) printed as it is, without
+// usageErr's "usage:".
+type badFlags string
+
+func (e badFlags) Error() string        { return string(e) }
+func (e badFlags) Is(target error) bool { return target == errUsage }
+
+// warnUnknownEnv logs a warning for each CRAWLER_* variable set that no
+// setting reads (config.UnknownEnv).
+func warnUnknownEnv(stderr io.Writer) {
+	warnings := config.UnknownEnv(os.Environ())
+	if len(warnings) == 0 {
+		return
+	}
+	log := newLogger(stderr)
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+}
