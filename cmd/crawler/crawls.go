@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"text/tabwriter"
@@ -33,7 +32,7 @@ func runCrawls(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
-	rdb, err := connect(ctx, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
+	rdb, err := connect(ctx, cfg, newLogger(cfg, stderr, isTerminal(stderr)))
 	if err != nil {
 		return err
 	}
@@ -112,7 +111,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q (name the crawl with --crawl)", fs.Args())
 	}
-	rdb, err := connect(ctx, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
+	rdb, err := connect(ctx, cfg, newLogger(cfg, stderr, isTerminal(stderr)))
 	if err != nil {
 		return err
 	}

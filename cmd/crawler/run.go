@@ -18,6 +18,7 @@ import (
 	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/internal/clock"
+	"github.com/polite-crawler/polite/internal/console"
 	"github.com/polite-crawler/polite/internal/redisinfo"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/metrics"
@@ -160,7 +161,8 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageErr("seed %q: want an absolute http(s) URL", s)
 		}
 	}
-	log := newLogger(stderr)
+	con := console.New(stdout, isTerminal(stdout)) // owns the progress line; logs clear it first
+	log := newLogger(cfg, con.Writer(stderr), isTerminal(stderr))
 	rdb, err := connect(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -178,7 +180,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// A permit that cannot be refreshed stops its download early enough for
 	// the site to notice before Redis hands the slot on.
 	if skew := clock.Skew(); skew != 0 {
-		log.Warn("test build: this process's clock is shifted", "by", skew.String())
+		log.Warn("test build: this process's clock is shifted", "by", skew)
 	}
 	adapt := &limiter.Adaptive{Off: !cfg.Adaptive, Backoff: cfg.AdaptiveBackoff, MaxBackoff: cfg.AdaptiveBackoffMax,
 		Forgive: cfg.AdaptiveForgive, MaxDelay: cfg.MaxCrawlDelay}
@@ -188,7 +190,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case err != nil:
 		log.Warn("cannot read Redis's uptime, so the restart guard is off: a Redis restarted empty may hand out permits still held (let the Redis user run INFO)", "err", err)
 	case left > 0:
-		log.Info("Redis started less than a lease ago: no permits until the restart guard ends", "in", left.String())
+		log.Info("Redis started less than a lease ago: no permits until the restart guard ends", "in", left)
 	}
 	m := metrics.New()
 	m.CountRoundTrips(rdb)
@@ -256,7 +258,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	defer context.AfterFunc(ctx, func() {
 		if n := c.Progress().InFlight; n > 0 {
-			log.Info("stopping: no new requests; the downloads under way may finish", "in_flight", n, "stop_grace", cfg.StopGrace.String())
+			log.Info("stopping: no new requests; the downloads under way may finish", "in_flight", n, "stop_grace", cfg.StopGrace)
 		}
 	})()
 	g, gctx := errgroup.WithContext(ctx)
@@ -267,61 +269,12 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		g.Go(func() error { return m.Serve(mctx, cfg.MetricsAddr) })
 		go func() { <-done; stop() }() // owned here: ends when the crawl does
 	}
-	g.Go(func() error { report(gctx, done, cfg.Progress, c, fr, stdout, log); return nil })
+	pr := &progress{c: c, fr: fr, lim: lim, rob: rob, cap: cfg.MaxPerSite}
+	g.Go(func() error { pr.report(gctx, done, cfg.Progress, con, log); return nil })
 	g.Go(func() error { defer close(done); return c.Run(gctx) })
 	err = g.Wait()
 	p := c.Progress()
 	log.Info("crawl finished", "pages", p.Pages, "skipped", p.Skipped, "failed", p.Failed, "links_too_long", p.TooLong, "links_disallowed", p.LinksDisallowed, "sitemap_urls", p.SitemapURLs, "stopped", ctx.Err() != nil,
 		"redis_round_trips", m.RoundTrips(), "redis_round_trips_robots", m.RobotsRoundTrips())
 	return err
-}
-
-// report prints progress every interval until done: a line rewritten in
-// place on a terminal, structured log records otherwise.
-func report(ctx context.Context, done <-chan struct{}, every time.Duration, c *crawl.Crawler, fr *frontier.Frontier, stdout io.Writer, log *slog.Logger) {
-	tty := isTerminal(stdout)
-	start, last := time.Now(), int64(0)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-done:
-			if tty {
-				fmt.Fprintln(stdout)
-			}
-			return
-		case <-tick.C:
-		}
-		p := c.Progress()
-		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, _ := fr.Stats(qctx)
-		cancel()
-		rate := float64(p.Pages-last) / every.Seconds()
-		last = p.Pages
-		if tty {
-			fmt.Fprintf(stdout, "\r%6.0fs  pages %d  %.1f/s  queued %d  in flight %d (fleet %d)  waiting for permits %d   ",
-				time.Since(start).Seconds(), p.Pages, rate, st.Queued, p.InFlight, st.InFlight, p.Waiting)
-			continue
-		}
-		log.Info("progress", "pages", p.Pages, "pages_per_s", rate, "queued", st.Queued, "in_flight", p.InFlight,
-			"fleet_in_flight", st.InFlight, "waiting_for_permits", p.Waiting, "done", st.Done, "failed", st.Failed)
-	}
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func newLogger(w io.Writer) *slog.Logger {
-	if isTerminal(w) {
-		return slog.New(slog.NewTextHandler(w, nil))
-	}
-	return slog.New(slog.NewJSONHandler(w, nil))
 }
