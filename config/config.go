@@ -373,11 +373,11 @@ func (c *Config) Validate() error {
 	if c.MaxURLLength < MinURLLength {
 		bad("max-url-length", "%d: want at least %d", c.MaxURLLength, MinURLLength)
 	}
-	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
-		bad("log-level", "%q: want debug, info, warn or error", c.LogLevel)
+	if logging.CheckLevel(c.LogLevel) != nil {
+		bad("log-level", "%q: want %s", c.LogLevel, logging.Levels)
 	}
-	if err := logging.CheckFormat(c.LogFormat); err != nil {
-		bad("log-format", "%q: want auto, text or json", c.LogFormat)
+	if logging.CheckFormat(c.LogFormat) != nil {
+		bad("log-format", "%q: want %s", c.LogFormat, logging.Formats)
 	}
 	if c.Progress < 100*time.Millisecond {
 		bad("progress", "%s: want at least 100ms", c.Progress)

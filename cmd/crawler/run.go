@@ -146,6 +146,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "Redis and --crawl, on any host. Before every request it takes a permit from the site's")
 		fmt.Fprintln(stderr, "semaphore in Redis, so no site sees more than its cap at once, fleet-wide. Links are followed")
 		fmt.Fprintln(stderr, "within the seeds' sites. Exits 0 when nothing is queued or in flight anywhere (unless --forever).")
+		fmt.Fprintln(stderr, "Ctrl-C (SIGINT) or SIGTERM stops it gracefully and it exits 130 (143); a second Ctrl-C quits at once.")
 		fmt.Fprintln(stderr, "\nFlags:")
 		fs.PrintDefaults()
 	})
@@ -256,11 +257,9 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("crawl started", "crawl", cfg.Crawl, "redis", cfg.RedisAddrs(), "seeds", len(seeds), "new", added,
 		"workers", cfg.Workers, "max_per_site", cfg.MaxPerSite, "site_key", cfg.SiteKey, "max_per_ip", cfg.MaxPerIP, "resolve", len(pins), "semaphore", cfg.Semaphore)
 
-	defer context.AfterFunc(ctx, func() {
-		if n := c.Progress().InFlight; n > 0 {
-			log.Info("stopping: no new requests; the downloads under way may finish", "in_flight", n, "stop_grace", cfg.StopGrace)
-		}
-	})()
+	onStop(ctx, func(hint string) { // no new requests; the downloads under way may finish
+		log.Info(hint, "in_flight", c.Progress().InFlight, "stop_grace", cfg.StopGrace)
+	})
 	g, gctx := errgroup.WithContext(ctx)
 	done := make(chan struct{})
 	if cfg.MetricsAddr != "" {

@@ -18,6 +18,12 @@ const (
 	FormatJSON = "json"
 )
 
+// Levels and Formats name the values allowed, for messages.
+const (
+	Levels  = "debug, info, warn or error"
+	Formats = "auto, text or json"
+)
+
 // ErrInvalid wraps a level or format name that is not one of those allowed.
 var ErrInvalid = errors.New("logging: invalid setting")
 
@@ -33,7 +39,13 @@ func ParseLevel(s string) (slog.Level, error) {
 	case "error":
 		return slog.LevelError, nil
 	}
-	return 0, fmt.Errorf("%w: level %q: want debug, info, warn or error", ErrInvalid, s)
+	return 0, fmt.Errorf("%w: level %q: want %s", ErrInvalid, s, Levels)
+}
+
+// CheckLevel accepts what ParseLevel reads.
+func CheckLevel(s string) error {
+	_, err := ParseLevel(s)
+	return err
 }
 
 // CheckFormat accepts auto, text or json.
@@ -42,7 +54,7 @@ func CheckFormat(s string) error {
 	case FormatAuto, FormatText, FormatJSON:
 		return nil
 	}
-	return fmt.Errorf("%w: format %q: want auto, text or json", ErrInvalid, s)
+	return fmt.Errorf("%w: format %q: want %s", ErrInvalid, s, Formats)
 }
 
 // New is a logger writing to w at level and above, in format: text, json,
