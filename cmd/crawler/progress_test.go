@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/polite-crawler/polite/limiter"
 )
 
 // While the only site is held off and nothing else is ready, progress says
@@ -61,6 +62,33 @@ func TestProgressSaysWhyItWaits(t *testing.T) {
 			t.Logf("%s", found)
 			if found == "" {
 				t.Fatalf("no progress record says %q with (%s: %s); log:\n%s", want, host, c.why, log)
+			}
+		})
+	}
+}
+
+// holdReason names the longest hold on a site, and a limiter mark the crawl
+// delay does not explain as a Retry-After.
+func TestHoldReason(t *testing.T) {
+	s := time.Second
+	for _, c := range []struct {
+		name          string
+		in            time.Duration
+		st            limiter.SiteStatus
+		delay, wantIn time.Duration
+		wantWhy       string
+	}{
+		{"crawl delay", 2 * s, limiter.SiteStatus{NextIn: 3 * s}, 3 * s, 3 * s, "crawl delay"},
+		{"retry-after", 2 * s, limiter.SiteStatus{NextIn: 12 * s}, 0, 12 * s, "Retry-After"},
+		{"retry-after past a crawl delay", 2 * s, limiter.SiteStatus{NextIn: 40 * s}, 5 * s, 40 * s, "Retry-After"},
+		{"adaptive backoff", s, limiter.SiteStatus{NextIn: 0, BackoffLeft: 60 * s, Backoffs: 1}, 0, 60 * s, "backoff after 429/503"},
+		{"adaptive delay", 2 * s, limiter.SiteStatus{NextIn: 2 * s, ExtraDelay: 2 * s}, 0, 2 * s, "adaptive delay"},
+		{"deferred", 4 * s, limiter.SiteStatus{}, 0, 4 * s, "deferred"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in, why := holdReason(c.in, c.st, c.delay)
+			if in != c.wantIn || why != c.wantWhy {
+				t.Fatalf("holdReason = %s %q, want %s %q", in, why, c.wantIn, c.wantWhy)
 			}
 		})
 	}

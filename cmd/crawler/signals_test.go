@@ -148,3 +148,33 @@ func TestSecondInterruptQuitsAtOnce(t *testing.T) {
 		t.Fatalf("the download finished, or no word of quitting:\n%s", log)
 	}
 }
+
+// SIGTERM stops a command as gracefully as a first Ctrl-C, and it exits
+// 143: testserver prints its summary first.
+func TestTerminateExits143(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, build(t), "testserver", "--sites", "2", "--listen", "127.0.0.1:0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "control ") {
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	var rest strings.Builder
+	for sc.Scan() {
+		rest.WriteString(sc.Text() + "\n")
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitTerminated || !strings.Contains(rest.String(), "max in flight") {
+		t.Fatalf("testserver after SIGTERM: %v, want exit %d after its summary; stdout:\n%s\nstderr:\n%s", err, exitTerminated, rest.String(), stderr.String())
+	}
+}
