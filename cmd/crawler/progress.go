@@ -50,10 +50,11 @@ func (pr *progress) report(ctx context.Context, done <-chan struct{}, every time
 		rate := float64(p.Pages-last) / every.Seconds()
 		last = p.Pages
 		if con.Terminal() {
-			line := fmt.Sprintf("%6.0fs  pages %d  %.1f/s  queued %d  in flight %d (fleet %d)  waiting for permits %d",
-				time.Since(start).Seconds(), p.Pages, rate, st.Queued, p.InFlight, st.InFlight, p.Waiting)
-			if waiting != "" {
-				line += "  " + waiting
+			line := fmt.Sprintf("%6.0fs  pages %d  %.1f/s  queued %d  ", time.Since(start).Seconds(), p.Pages, rate, st.Queued)
+			if waiting == "" {
+				line += fmt.Sprintf("in flight %d (fleet %d)  waiting for permits %d", p.InFlight, st.InFlight, p.Waiting)
+			} else { // none of its own in flight or waiting: room for why
+				line += fmt.Sprintf("fleet in flight %d  %s", st.InFlight, waiting)
 			}
 			con.Progress(line)
 			continue

@@ -17,6 +17,11 @@ const clearLine = "\r\033[K"
 // ends a line. All of them write under one lock, so they may be used from
 // any number of goroutines.
 type Console struct {
+	// Width is the columns a progress line is cut to, so that it never
+	// wraps (a wrapped line could not be cleared in place); 0: the
+	// terminal's width when out is one, else no limit. Set it before use.
+	Width int
+
 	mu    sync.Mutex
 	out   io.Writer // where the progress line is drawn
 	tty   bool
@@ -36,7 +41,7 @@ func (c *Console) Terminal() bool { return c.tty }
 
 // Progress shows line. On a terminal it replaces the progress line on
 // screen (line must not hold a newline); otherwise it writes line and a
-// newline.
+// newline. On a terminal, a line longer than Width is cut.
 func (c *Console) Progress(line string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -44,9 +49,21 @@ func (c *Console) Progress(line string) error {
 		_, err := io.WriteString(c.out, line+"\n")
 		return err
 	}
+	if w := c.width(); w > 1 {
+		if r := []rune(line); len(r) > w-1 { // the last column would wrap on some terminals
+			line = string(r[:w-1])
+		}
+	}
 	c.last, c.shown = line, true
 	_, err := io.WriteString(c.out, clearLine+line)
 	return err
+}
+
+func (c *Console) width() int {
+	if c.Width > 0 {
+		return c.Width
+	}
+	return columns(c.out)
 }
 
 // End ends the progress line on screen with a newline, leaving its last

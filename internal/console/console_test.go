@@ -124,3 +124,18 @@ func TestNotATerminal(t *testing.T) {
 		t.Fatalf("stdout %q, stderr %q", out.String(), errs.String())
 	}
 }
+
+// A progress line wider than the terminal is cut short of its last
+// column, so that it never wraps onto a second row, which \r could not
+// clear.
+func TestProgressIsCutToTheWidth(t *testing.T) {
+	var term bytes.Buffer
+	c := console.New(&term, true)
+	c.Width = 10
+	c.Progress("0123456789abcdef")
+	fmt.Fprintln(c.Writer(&term), "log")
+	got := screen(t, term.Bytes())
+	if strings.Join(got, "|") != "log|012345678" {
+		t.Fatalf("screen %q", got)
+	}
+}
