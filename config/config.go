@@ -17,6 +17,7 @@ import (
 
 	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/internal/keyname"
+	"github.com/polite-crawler/polite/internal/logging"
 	"github.com/polite-crawler/polite/robots"
 )
 
@@ -64,6 +65,8 @@ type Config struct {
 	AdaptiveBackoffMax time.Duration `yaml:"adaptive_backoff_max" env:"CRAWLER_ADAPTIVE_BACKOFF_MAX" flag:"adaptive-backoff-max" help:"longest hold-off after repeated 429/503 without Retry-After (at most 24h)"`
 	AdaptiveForgive    time.Duration `yaml:"adaptive_forgive" env:"CRAWLER_ADAPTIVE_FORGIVE" flag:"adaptive-forgive" help:"a site quiet this long (no 429/503 without Retry-After) starts its hold-offs from --adaptive-backoff again; a site not fetched this long forgets its health"`
 	Seeds              Repeated      `yaml:"seeds" env:"-" flag:"-" help:"seed URLs for 'crawler run' (file only; seeds given as arguments replace them)"`
+	LogLevel           string        `yaml:"log_level" env:"CRAWLER_LOG_LEVEL" flag:"log-level" help:"least level logged: debug, info, warn or error"`
+	LogFormat          string        `yaml:"log_format" env:"CRAWLER_LOG_FORMAT" flag:"log-format" help:"log format: auto (text on a terminal, JSON otherwise), text or json"`
 	Strict             bool          `yaml:"strict" env:"CRAWLER_STRICT" flag:"strict" help:"refuse to start on a Redis that may evict our keys (maxmemory-policy other than noeviction) or whose policy cannot be read, rather than warn"`
 }
 
@@ -92,6 +95,7 @@ func Default() Config {
 		Semaphore: "locked", SiteKey: robots.SiteKeyHost, Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
 		MaxBodySize: 10 << 20, MaxCrawlDelay: 30 * time.Second, Progress: 5 * time.Second,
 		StopGrace: 10 * time.Second, Sitemaps: true, WARCSize: 1 << 30, MaxURLLength: 8192, CrawlTTL: 24 * time.Hour,
+		LogLevel: "info", LogFormat: logging.FormatAuto,
 		Adaptive: true, AdaptiveBackoff: time.Minute, AdaptiveBackoffMax: 24 * time.Hour, AdaptiveForgive: 30 * time.Minute,
 	}
 }
@@ -352,6 +356,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxURLLength < MinURLLength {
 		bad("max-url-length", "%d: want at least %d", c.MaxURLLength, MinURLLength)
+	}
+	if logging.CheckLevel(c.LogLevel) != nil {
+		bad("log-level", "%q: want %s", c.LogLevel, logging.Levels)
+	}
+	if logging.CheckFormat(c.LogFormat) != nil {
+		bad("log-format", "%q: want %s", c.LogFormat, logging.Formats)
 	}
 	if c.Progress < 100*time.Millisecond {
 		bad("progress", "%s: want at least 100ms", c.Progress)

@@ -196,3 +196,26 @@ func TestCrawlTTL(t *testing.T) {
 		t.Errorf("--crawl-ttl %s: %v", MinCrawlTTL, err)
 	}
 }
+
+// --log-level and --log-format take only the names they list, from a flag,
+// the environment or a file alike.
+func TestLogSettings(t *testing.T) {
+	c := Default()
+	if c.LogLevel != "info" || c.LogFormat != "auto" || c.Validate() != nil {
+		t.Fatalf("defaults %q %q: %v", c.LogLevel, c.LogFormat, c.Validate())
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.Bind(fs)
+	if err := fs.Parse([]string{"--log-level", "debug", "--log-format", "json"}); err != nil || c.Validate() != nil {
+		t.Fatalf("debug json: %v %v", err, c.Validate())
+	}
+	c.ApplyEnv(func(k string) string {
+		return map[string]string{"CRAWLER_LOG_LEVEL": "loud", "CRAWLER_LOG_FORMAT": "xml"}[k]
+	})
+	err := c.Validate()
+	for _, want := range []string{`--log-level: "loud": want debug, info, warn or error`, `--log-format: "xml": want auto, text or json`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("no %q in %v", want, err)
+		}
+	}
+}

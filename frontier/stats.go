@@ -20,6 +20,18 @@ type Stats struct {
 	// remembered: a URL found again counts again).
 	Over, Dropped int64
 	Shards        int // the crawl's shard count
+	// Held is, when queued sites wait and none may be tried now, the one
+	// the frontier hands out soonest; zero when a site is ready, or when
+	// every site with URLs queued is at its cap.
+	Held Held
+}
+
+// Held is a site the frontier holds back, and for how long yet: its crawl
+// delay since its last fetch settled, or a deferral by a worker that found
+// it held off (see limiter.Limiter.Status for why).
+type Held struct {
+	Site string
+	In   time.Duration
 }
 
 // Stats reads the crawl's counts, in one round trip.
@@ -41,12 +53,15 @@ func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
 func queueStats(ctx context.Context, pipe redis.Pipeliner, lay *layout) func() Stats {
 	counts := make([]*redis.MapStringStringCmd, len(lay.shards))
 	inflight := make([]*redis.IntCmd, len(lay.shards))
+	first := make([]*redis.ZSliceCmd, len(lay.shards))
+	now := pipe.Time(ctx)
 	for i, sh := range lay.shards {
 		counts[i] = pipe.HGetAll(ctx, sh.keys[2])
 		inflight[i] = pipe.ZCount(ctx, sh.keys[1], "-inf", inflightMax)
+		first[i] = pipe.ZRangeWithScores(ctx, sh.keys[0], 0, 0)
 	}
 	return func() Stats {
-		st := Stats{Shards: len(lay.shards)}
+		st := Stats{Shards: len(lay.shards), Held: held(first, now.Val())}
 		for i := range lay.shards {
 			c := counts[i].Val()
 			n := func(k string) int64 { v, _ := strconv.ParseInt(c[k], 10, 64); return v }
@@ -62,6 +77,25 @@ func queueStats(ctx context.Context, pipe redis.Pipeliner, lay *layout) func() S
 		}
 		return st
 	}
+}
+
+// held is the site of the lowest first ready score of the shards when it
+// lies in the future (see Stats.Held). Sentinels and parked sites score
+// at least parked.
+func held(first []*redis.ZSliceCmd, now time.Time) Held {
+	var h Held
+	soonest := float64(parked)
+	for _, c := range first {
+		if z := c.Val(); len(z) > 0 && z[0].Score < soonest {
+			soonest, h.Site = z[0].Score, z[0].Member.(string)
+		}
+	}
+	wait := soonest - float64(now.UnixMilli())
+	if h.Site == "" || wait <= 0.5 { // common.lua's SOON: ready now
+		return Held{}
+	}
+	h.In = time.Duration(wait * float64(time.Millisecond))
+	return h
 }
 
 // SiteQueue is one site's backlog.

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"text/tabwriter"
@@ -33,7 +32,7 @@ func runCrawls(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
-	rdb, err := cfg.Connect(ctx, slog.New(slog.NewTextHandler(stderr, nil)))
+	rdb, err := cfg.Connect(ctx, newLogger(cfg, stderr, isTerminal(stderr)))
 	if err != nil {
 		return err
 	}
@@ -112,7 +111,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q (name the crawl with --crawl)", fs.Args())
 	}
-	rdb, err := cfg.Connect(ctx, slog.New(slog.NewTextHandler(stderr, nil)))
+	rdb, err := cfg.Connect(ctx, newLogger(cfg, stderr, isTerminal(stderr)))
 	if err != nil {
 		return err
 	}
@@ -156,9 +155,9 @@ func loadConfigExtra(name string, args []string, stderr io.Writer, extra, usage 
 	case err != nil: // the file's or a variable's, which say where
 		return nil, nil, badFlags(err.Error())
 	}
-	warnUnknownEnv(stderr)
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, usageErr("invalid settings:\n%v", err)
 	}
+	warnUnknownEnv(cfg, stderr)
 	return cfg, fs, nil
 }

@@ -13,10 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/polite-crawler/polite/internal/logging"
 	"github.com/polite-crawler/polite/testserver"
 )
 
@@ -33,6 +35,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	listen := fs.String("listen", "127.0.0.1:0", "test server dashboard address")
 	limit := fs.Duration("limit", 3*time.Minute, "give up after this long")
 	warcDir := fs.String("warc", "", "write every request and response as WARC files here (default: a new directory under $TMPDIR; \"off\" for none)")
+	logLevel := fs.String("log-level", "info", "the worker processes' --log-level (their logs are shown when one fails)")
+	logFormat := fs.String("log-format", "auto", "the worker processes' --log-format")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: crawler demo [flags]")
 		fmt.Fprintln(stderr, "\nRuns a whole polite crawl on this machine: an embedded Redis, a local test server with many")
@@ -52,6 +56,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageErr("--workers %d: want 1..256", *workers)
 	case *semaphore != "locked" && *semaphore != "atomic":
 		return usageErr("--semaphore %q: want locked or atomic", *semaphore)
+	case logging.CheckLevel(*logLevel) != nil:
+		return usageErr("--log-level %q: want %s", *logLevel, logging.Levels)
+	case logging.CheckFormat(*logFormat) != nil:
+		return usageErr("--log-format %q: want %s", *logFormat, logging.Formats)
 	case fs.NArg() > 0:
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
@@ -121,9 +129,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for i := 0; i < *procs; i++ {
 		cmd := exec.CommandContext(ctx, exe, append([]string{"run", "--redis", *redisURL, "--crawl", crawlName,
 			"--workers", strconv.Itoa(*workers), "--lease", lease.String(), "--semaphore", *semaphore,
-			"--timeout", "30s", "--visibility", "1m", "--progress", "1h", "--stop-grace", "5s"}, append(shared, seeds...)...)...)
+			"--timeout", "30s", "--visibility", "1m", "--progress", "1h", "--stop-grace", "5s",
+			"--log-level", *logLevel, "--log-format", *logFormat}, append(shared, seeds...)...)...)
 		cmd.Stdout, cmd.Stderr = &logs[i], &logs[i]
-		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // let workers give URLs back
+		// Let workers give URLs back: SIGTERM stops them gracefully even
+		// after a Ctrl-C at the terminal reached them too (a second SIGINT
+		// would make them quit at once).
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 		cmd.WaitDelay = 10 * time.Second
 		wg.Add(1)
 		go func() { defer wg.Done(); results[i] = cmd.Run() }()
@@ -147,7 +159,7 @@ wait:
 	}
 	failed := 0
 	for i, err := range results {
-		if err != nil {
+		if err != nil && signalled(ctx) == 0 { // stopped by a signal: each exits 130 or 143
 			failed++
 			fmt.Fprintf(stderr, "demo: worker process %d: %v\n%s", i+1, err, tail(logs[i].String(), 20))
 		}
@@ -157,6 +169,8 @@ wait:
 	writeFragile(stdout, ts.Stats())
 	writeWARCNote(stdout, *warcDir)
 	switch {
+	case signalled(ctx) != 0:
+		return nil // exits 130 or 143 (see signalExit)
 	case ctx.Err() != nil:
 		return fmt.Errorf("gave up after --limit %s", *limit)
 	case failed > 0:

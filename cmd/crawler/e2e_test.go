@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,9 +271,7 @@ func TestKilledAndInterruptedWorkers(t *testing.T) {
 	waitRequests(80)
 	start := time.Now()
 	cmds[1].Process.Signal(syscall.SIGINT)
-	if err := cmds[1].Wait(); err != nil {
-		t.Fatalf("interrupted worker: %v\n%s", err, cmds[1].Stderr)
-	}
+	interrupted(t, cmds[1].Wait(), "interrupted worker", cmds[1].Stderr.(fmt.Stringer))
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("interrupted worker took %v to stop", took)
 	}

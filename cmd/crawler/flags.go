@@ -45,12 +45,12 @@ func (e badFlags) Is(target error) bool { return target == errUsage }
 
 // warnUnknownEnv logs a warning for each CRAWLER_* variable set that no
 // setting reads (config.UnknownEnv).
-func warnUnknownEnv(stderr io.Writer) {
+func warnUnknownEnv(cfg *config.Config, stderr io.Writer) {
 	warnings := config.UnknownEnv(os.Environ())
 	if len(warnings) == 0 {
 		return
 	}
-	log := newLogger(stderr)
+	log := newLogger(cfg, stderr, isTerminal(stderr))
 	for _, w := range warnings {
 		log.Warn(w)
 	}

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 )
 
 // command is one subcommand: it parses its own flags from args and runs
@@ -45,9 +43,10 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 var errUsage = errors.New("usage")
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := notifyStop(context.Background(), os.Stderr, os.Exit) // a second Ctrl-C quits at once
+	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(signalExit(ctx, code)) // stopped by a signal: 130 or 143
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {

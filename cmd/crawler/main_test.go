@@ -99,9 +99,7 @@ func TestTestserverCommand(t *testing.T) {
 	for sc.Scan() {
 		rest.WriteString(sc.Text() + "\n")
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGINT: %v; stderr %s", err, stderr.String())
-	}
+	interrupted(t, cmd.Wait(), "testserver after SIGINT", &stderr)
 	if !strings.Contains(rest.String(), "max in flight") || strings.Count(rest.String(), "127.0.") != 4 {
 		t.Fatalf("closing summary:\n%s", rest.String())
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/internal/clock"
+	"github.com/polite-crawler/polite/internal/console"
 	"github.com/polite-crawler/polite/internal/redisinfo"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/metrics"
@@ -96,6 +97,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "within the seeds' sites, and as --allow-domain, --follow-external, --include and --exclude say:")
 		fmt.Fprintln(stderr, "the crawl's first process stores them; later ones follow the stored scope. Exits 0 when nothing")
 		fmt.Fprintln(stderr, "is queued or in flight anywhere (unless --forever).")
+		fmt.Fprintln(stderr, "Ctrl-C (SIGINT) or SIGTERM stops it gracefully and it exits 130 (143); a second Ctrl-C quits at once.")
 		fmt.Fprintln(stderr, "\nFlags:")
 		fs.PrintDefaults()
 	})
@@ -114,7 +116,8 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageErr("seed %q: want an absolute http(s) URL", s)
 		}
 	}
-	log := newLogger(stderr)
+	con := console.New(stdout, isTerminal(stdout)) // owns the progress line; logs clear it first
+	log := newLogger(cfg, con.Writer(stderr), isTerminal(stderr))
 	rdb, err := cfg.Connect(ctx, log)
 	if err != nil {
 		return err
@@ -132,7 +135,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// A permit that cannot be refreshed stops its download early enough for
 	// the site to notice before Redis hands the slot on.
 	if skew := clock.Skew(); skew != 0 {
-		log.Warn("test build: this process's clock is shifted", "by", skew.String())
+		log.Warn("test build: this process's clock is shifted", "by", skew)
 	}
 	adapt := &limiter.Adaptive{Off: !cfg.Adaptive, Backoff: cfg.AdaptiveBackoff, MaxBackoff: cfg.AdaptiveBackoffMax,
 		Forgive: cfg.AdaptiveForgive, MaxDelay: cfg.MaxCrawlDelay}
@@ -142,7 +145,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case err != nil:
 		log.Warn("cannot read Redis's uptime, so the restart guard is off: a Redis restarted empty may hand out permits still held (let the Redis user run INFO)", "err", err)
 	case left > 0:
-		log.Info("Redis started less than a lease ago: no permits until the restart guard ends", "in", left.String())
+		log.Info("Redis started less than a lease ago: no permits until the restart guard ends", "in", left)
 	}
 	m := metrics.New()
 	msrv, err := listenMetrics(cfg, m) // before anything is seeded: a taken port fails first
@@ -218,14 +221,13 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("crawl started", "crawl", cfg.Crawl, "redis", cfg.RedisAddrs(), "seeds", len(seeds), "new", added,
 		"workers", cfg.Workers, "max_per_site", cfg.MaxPerSite, "site_key", cfg.SiteKey, "max_per_ip", cfg.MaxPerIP, "resolve", len(pins), "semaphore", cfg.Semaphore)
 
-	defer context.AfterFunc(ctx, func() {
-		if n := c.Progress().InFlight; n > 0 {
-			log.Info("stopping: no new requests; the downloads under way may finish", "in_flight", n, "stop_grace", cfg.StopGrace.String())
-		}
-	})()
+	onStop(ctx, func(hint string) { // no new requests; the downloads under way may finish
+		log.Info(hint, "in_flight", c.Progress().InFlight, "stop_grace", cfg.StopGrace)
+	})
 	g, gctx := errgroup.WithContext(ctx)
 	done := make(chan struct{})
-	g.Go(func() error { report(gctx, done, cfg.Progress, c, fr, stdout, log); return nil })
+	pr := &progress{c: c, fr: fr, lim: lim, rob: rob, cap: cfg.MaxPerSite}
+	g.Go(func() error { pr.report(gctx, done, cfg.Progress, con, log); return nil })
 	start := time.Now()
 	g.Go(func() error { defer close(done); return c.Run(gctx) })
 	err = g.Wait()
@@ -236,54 +238,4 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	lingerMetrics(ctx, msrv, cfg, log)
 	return err
-}
-
-// report prints progress every interval until done: a line rewritten in
-// place on a terminal, structured log records otherwise.
-func report(ctx context.Context, done <-chan struct{}, every time.Duration, c *crawl.Crawler, fr *frontier.Frontier, stdout io.Writer, log *slog.Logger) {
-	tty := isTerminal(stdout)
-	start, last := time.Now(), int64(0)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-done:
-			if tty {
-				fmt.Fprintln(stdout)
-			}
-			return
-		case <-tick.C:
-		}
-		p := c.Progress()
-		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, _ := fr.Stats(qctx)
-		cancel()
-		rate := float64(p.Pages-last) / every.Seconds()
-		last = p.Pages
-		if tty {
-			fmt.Fprintf(stdout, "\r%6.0fs  pages %d  %.1f/s  queued %d  in flight %d (fleet %d)  waiting for permits %d   ",
-				time.Since(start).Seconds(), p.Pages, rate, st.Queued, p.InFlight, st.InFlight, p.Waiting)
-			continue
-		}
-		log.Info("progress", "pages", p.Pages, "pages_per_s", rate, "queued", st.Queued, "in_flight", p.InFlight,
-			"fleet_in_flight", st.InFlight, "waiting_for_permits", p.Waiting, "done", st.Done, "failed", st.Failed)
-	}
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func newLogger(w io.Writer) *slog.Logger {
-	if isTerminal(w) {
-		return slog.New(slog.NewTextHandler(w, nil))
-	}
-	return slog.New(slog.NewJSONHandler(w, nil))
 }

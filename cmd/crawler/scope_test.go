@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -59,9 +60,7 @@ func TestSeedlessWorkerJoinsACrawl(t *testing.T) {
 		}
 	}
 	seeded.Process.Signal(syscall.SIGINT) // it stops early: the other must do the rest
-	if err := seeded.Wait(); err != nil {
-		t.Fatalf("seeded worker: %v\n%s", err, seeded.Stderr)
-	}
+	interrupted(t, seeded.Wait(), "seeded worker", seeded.Stderr.(fmt.Stringer))
 	// Links are queued in the same script that settles their page, so a
 	// drained frontier means the crawl is over.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -72,9 +71,7 @@ func TestSeedlessWorkerJoinsACrawl(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	seedless.Process.Signal(syscall.SIGINT)
-	if err := seedless.Wait(); err != nil {
-		t.Fatalf("seedless worker: %v\n%s", err, seedless.Stderr)
-	}
+	interrupted(t, seedless.Wait(), "seedless worker (--forever)", seedless.Stderr.(fmt.Stringer))
 	checkPolite(t, ts)
 	checkAllFetched(t, ts)
 	// The interrupted worker (one worker) may have cut one request short,

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -30,7 +29,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	rdb, err := cfg.Connect(ctx, slog.New(slog.NewTextHandler(stderr, nil)))
+	rdb, err := cfg.Connect(ctx, newLogger(cfg, stderr, isTerminal(stderr)))
 	if err != nil {
 		return err
 	}
