@@ -91,6 +91,9 @@ func (c *Crawler) refreshScope(ctx context.Context) {
 	case after > before:
 		c.o.Log.Info("the crawl's scope grew: links to its new sites are followed", "sites", after, "was", before)
 	}
+	if after > before && !c.fr.RulesStored() {
+		c.scope.rules.Store(nil) // joined before the crawl was seeded: its seeder's rules are read next
+	}
 }
 
 // inScope sorts the links found on it's page by the crawl's scope: in,

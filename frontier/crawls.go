@@ -127,7 +127,9 @@ func Open(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Front
 	if err != nil {
 		return nil, Meta{}, err
 	}
-	f.rules = m.Scope
+	f.rulesMu.Lock()
+	f.rules, f.rulesSet = m.Scope, true
+	f.rulesMu.Unlock()
 	f.lay.Store(l)
 	f.keptAt.Store(time.Now().UnixMilli()) // a reader refreshes nothing
 	for _, sh := range l.shards {

@@ -28,21 +28,56 @@ func (r ScopeRules) Compile() (*ScopeMatcher, error) {
 		h, p := splitSite(d)
 		m.domains[hostPort{h, p}] = struct{}{}
 	}
-	m.include, m.exclude = anyOf(r.Include), anyOf(r.Exclude)
+	var err error
+	if m.include, err = anyOf(r.Include); err != nil {
+		return nil, err
+	}
+	if m.exclude, err = anyOf(r.Exclude); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
+// Bounds on a list of patterns (ScopeRules.Include, Exclude): each is
+// compiled by every process of the crawl, and run on every link. RE2 bounds
+// a program's size, so patterns that compile each may not together: 64 of
+// 1 KiB do not (`[a-z]{1000}` repeated), and 32 take seconds to compile;
+// 8 KiB in all compiles in well under a second.
+const (
+	MaxPatterns    = 64
+	MaxPatternLen  = 1024
+	MaxPatternsLen = 8192
+)
+
 // anyOf is one regular expression matching where any of res does (nil
-// for none): one pass over a URL, however many there are.
-func anyOf(res []string) *regexp.Regexp {
+// for none): one pass over a URL, however many there are. Patterns that
+// compile each may not together (RE2 bounds a program's size), so the
+// union is what is checked.
+func anyOf(res []string) (*regexp.Regexp, error) {
 	if len(res) == 0 {
-		return nil
+		return nil, nil
 	}
-	parts := make([]string, len(res))
+	if len(res) > MaxPatterns {
+		return nil, fmt.Errorf("frontier: scope: %d patterns: at most %d", len(res), MaxPatterns)
+	}
+	parts, total := make([]string, len(res)), 0
 	for i, re := range res {
+		if total += len(re); total > MaxPatternsLen {
+			return nil, fmt.Errorf("frontier: scope: patterns of more than %d bytes in all", MaxPatternsLen)
+		}
+		if len(re) > MaxPatternLen {
+			return nil, fmt.Errorf("frontier: scope: pattern of %d bytes: at most %d", len(re), MaxPatternLen)
+		}
+		if _, err := regexp.Compile(re); err != nil {
+			return nil, fmt.Errorf("frontier: scope: %w", err)
+		}
 		parts[i] = "(?:" + re + ")"
 	}
-	return regexp.MustCompile(strings.Join(parts, "|")) // each compiles (Validate), so their union does
+	u, err := regexp.Compile(strings.Join(parts, "|"))
+	if err != nil {
+		return nil, fmt.Errorf("frontier: scope: the patterns together: %w", err)
+	}
+	return u, nil
 }
 
 // Rules are the rules m was compiled from (Canonical).

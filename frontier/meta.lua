@@ -2,14 +2,18 @@
 -- (Frontier.layout). The first process creates it; later ones read it.
 -- KEYS[1] meta  HASH shards, created (server ms): set by the process that
 --               created the crawl; scope_rules (ScopeRules JSON): the first
---               process's to join; max_per_site, site_key, max_pages, ttl
+--               rules given (here, by a process given scope options, or by
+--               Frontier.Seed, the seeding process's, options or none);
+--               max_per_site, site_key, max_pages, ttl
 --               (ms): the last process's to join (its processes should all
 --               give the same)
 -- ARGV[1] shards   ARGV[2] max per site (the frontier's default cap)
 -- ARGV[3] site key name   ARGV[4] page limit (0: none)   ARGV[5] TTL ms
 -- ARGV[6] this process's scope rules   ARGV[7] '1' if it gave any: then
---         stored rules that differ are a conflict, and nothing is written
--- Returns {stored shard count, stored scope rules}.
+--         they are stored if none are, stored rules that differ are a
+--         conflict, and nothing is written. A process given none stores
+--         nothing: it may only be joining, before the crawl is seeded.
+-- Returns {stored shard count, stored scope rules or '' for none yet}.
 if redis.call('HSETNX', KEYS[1], 'shards', ARGV[1]) == 1 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -17,8 +21,11 @@ if redis.call('HSETNX', KEYS[1], 'shards', ARGV[1]) == 1 then
 end
 local rules = redis.call('HGET', KEYS[1], 'scope_rules')
 if not rules then
-  rules = ARGV[6]
-  redis.call('HSET', KEYS[1], 'scope_rules', rules)
+  rules = ''
+  if ARGV[7] == '1' then
+    rules = ARGV[6]
+    redis.call('HSET', KEYS[1], 'scope_rules', rules)
+  end
 elseif ARGV[7] == '1' and rules ~= ARGV[6] then
   return {redis.call('HGET', KEYS[1], 'shards'), rules}
 end

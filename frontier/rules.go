@@ -86,9 +86,9 @@ func (r ScopeRules) Validate() error {
 	if r.FollowExternal < 0 {
 		errs = append(errs, fmt.Errorf("frontier: scope: follow external %d: want >= 0", r.FollowExternal))
 	}
-	for _, re := range append(slices.Clone(r.Include), r.Exclude...) {
-		if _, err := regexp.Compile(re); err != nil {
-			errs = append(errs, fmt.Errorf("frontier: scope: %w", err))
+	for _, res := range [][]string{r.Include, r.Exclude} {
+		if _, err := anyOf(res); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -166,6 +166,9 @@ func ParseDomain(d, siteKey string) (string, error) {
 	u, err := url.Parse("http://" + d)
 	if err != nil || u.Hostname() == "" {
 		return "", fmt.Errorf("%w: %q; want a host name such as example.com, or an IP address, with an optional :port", ErrDomain, d)
+	}
+	if u.Port() == "443" {
+		u.Scheme = "https" // a default port, as :80 is: the host on any port
 	}
 	site := robots.Site(u)
 	host, port := splitSite(site)

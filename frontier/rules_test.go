@@ -2,6 +2,7 @@ package frontier
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,6 +20,7 @@ func TestParseDomain(t *testing.T) {
 		{"BÜCHER.example", "", "xn--bcher-kva.example", ""},
 		{"example.com:8080", "", "example.com:8080", ""},
 		{"example.com:80", "", "example.com", ""},
+		{"example.com:443", "", "example.com", ""},
 		{"127.0.0.1:8081", "", "127.0.0.1:8081", ""},
 		{"[0::1]", "", "[::1]", ""},
 		{" a_b.example ", "", "a_b.example", ""},
@@ -152,5 +154,62 @@ func TestSettleCarriesExternalHops(t *testing.T) {
 	}
 	if hops["http://in.example/back"] != 0 || hops["http://out.example/"] != 3 {
 		t.Errorf("hops %v; want the in-scope link at 0, the external one at 3", hops)
+	}
+}
+
+// A process that joins a crawl before anyone seeds it, with no scope
+// options, stores no rules: the seeder's are the crawl's, and the early
+// joiner reads them once stored. A seeder with no options stores the zero
+// rules, so a later process with options is refused.
+func TestEarlyJoinerDoesNotFixTheScope(t *testing.T) {
+	ctx := ctxT(t)
+	rules := ScopeRules{AllowDomains: []string{"a.example"}}
+	early := newFrontier(t, Options{})
+	if _, err := early.Seed(ctx); err != nil { // joins, seeds nothing
+		t.Fatal(err)
+	}
+	if got, err := early.Rules(ctx); err != nil || !got.IsZero() || early.RulesStored() {
+		t.Fatalf("before any seed: Rules() = %+v, %v, stored %v; want the zero rules, none stored", got, err, early.RulesStored())
+	}
+	seeder := New(early.rdb, &Options{Crawl: early.o.Crawl, Scope: rules})
+	if _, err := seeder.Seed(ctx, "http://seed.example/"); err != nil {
+		t.Fatalf("the seeder with options after an early joiner: %v", err)
+	}
+	if got, err := early.Rules(ctx); err != nil || !got.Equal(rules) || !early.RulesStored() {
+		t.Errorf("the early joiner after the seed: Rules() = %+v, %v; want the seeder's %+v", got, err, rules)
+	}
+
+	plain := New(early.rdb, &Options{Crawl: early.o.Crawl + ".plain"})
+	if _, err := plain.Seed(ctx, "http://seed.example/"); err != nil {
+		t.Fatal(err)
+	}
+	if !plain.RulesStored() {
+		t.Errorf("a seeder with no options left the crawl's rules unstored")
+	}
+	late := New(early.rdb, &Options{Crawl: early.o.Crawl + ".plain", Scope: rules})
+	if _, err := late.Seed(ctx, "http://other.example/"); !errors.Is(err, ErrScopeConflict) {
+		t.Errorf("options given after a seeder gave none: Seed = %v; want ErrScopeConflict", err)
+	}
+}
+
+// Patterns are bounded in number, length and total length, so that every
+// process of the crawl compiles their union quickly and surely; rules past
+// the bounds are refused, not compiled.
+func TestPatternsAreBounded(t *testing.T) {
+	for name, r := range map[string]ScopeRules{
+		"too many":        {Exclude: slices.Repeat([]string{"a"}, MaxPatterns+1)},
+		"one too long":    {Include: []string{strings.Repeat("a", MaxPatternLen+1)}},
+		"too long in all": {Include: slices.Repeat([]string{"[a-z]{1000}" + strings.Repeat("b", 1000)}, MaxPatternsLen/1000+1)},
+	} {
+		if err := r.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted them", name)
+		}
+		if _, err := r.Compile(); err == nil {
+			t.Errorf("%s: Compile accepted them", name)
+		}
+	}
+	ok := ScopeRules{Include: slices.Repeat([]string{"[a-z]{1000}" + strings.Repeat("b", 1000)}, MaxPatternsLen/1011)}
+	if _, err := ok.Compile(); err != nil {
+		t.Errorf("patterns within the bounds: %v", err)
 	}
 }

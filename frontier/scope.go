@@ -7,6 +7,8 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A crawl's scope is the set of sites whose links it follows: the sites of
@@ -47,6 +49,14 @@ func (f *Frontier) Seed(ctx context.Context, urls ...string) (int, error) {
 	// The scope lives in the crawl's own tag; each shard notes its size in
 	// its counts, for Next to report (ScopeLen).
 	pipe := f.rdb.Pipeline()
+	var rules *redis.StringCmd
+	if len(sites) > 0 && !f.RulesStored() {
+		// The first to seed a crawl with none stored gives its rules
+		// (none, here: a process given some stored them on joining),
+		// before the seeds' sites can be seen by anyone.
+		pipe.HSetNX(ctx, f.meta, "scope_rules", f.o.Scope.encode())
+		rules = pipe.HGet(ctx, f.meta, "scope_rules")
+	}
 	if len(sites) > 0 {
 		pipe.SAdd(ctx, f.scope, sites...)
 	}
@@ -54,6 +64,11 @@ func (f *Frontier) Seed(ctx context.Context, urls ...string) (int, error) {
 	pipe.PExpire(ctx, f.scope, f.o.TTL)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, fmt.Errorf("frontier: seed: %w", err)
+	}
+	if rules != nil {
+		if err := f.adopt(rules.Val()); err != nil {
+			return 0, err
+		}
 	}
 	f.noteScopeLen(size.Val())
 	quads := f.admission(lay, nil, 0, 0, "", urls)
@@ -122,13 +137,39 @@ func (f *Frontier) Claim(ctx context.Context, task string) (bool, error) {
 }
 
 // Rules are the crawl's scope rules (ScopeRules) as stored with it: the
-// rules of the process that created it, which every process applies. The
-// first call of a process joins the crawl (one round trip, which Seed,
-// Next or Add would make anyway); later ones make none. It fails with
-// ErrScopeConflict if Options.Scope gives rules that differ.
+// first given, by a process given scope options or by the first to seed
+// it (its options or none), which every process applies. The first call
+// of a process joins the crawl (one round trip, which Seed, Next or Add
+// would make anyway); later ones make none once the crawl has stored
+// rules. Until then (a process that joined before the crawl was seeded)
+// each call reads them again, and they are the zero rules meanwhile
+// (RulesStored reports which). It fails with ErrScopeConflict if
+// Options.Scope gives rules that differ.
 func (f *Frontier) Rules(ctx context.Context) (ScopeRules, error) {
 	if _, err := f.layout(ctx); err != nil {
 		return ScopeRules{}, err
 	}
+	if f.RulesStored() {
+		f.rulesMu.Lock()
+		defer f.rulesMu.Unlock()
+		return f.rules, nil
+	}
+	stored, err := f.rdb.HGet(ctx, f.meta, "scope_rules").Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return ScopeRules{}, fmt.Errorf("frontier: crawl %s: scope rules: %w", f.o.Crawl, err)
+	}
+	if err := f.adopt(stored); err != nil {
+		return ScopeRules{}, err
+	}
+	f.rulesMu.Lock()
+	defer f.rulesMu.Unlock()
 	return f.rules, nil
+}
+
+// RulesStored reports whether the crawl had stored its scope rules when
+// this process last read them (see Rules).
+func (f *Frontier) RulesStored() bool {
+	f.rulesMu.Lock()
+	defer f.rulesMu.Unlock()
+	return f.rulesSet
 }

@@ -102,32 +102,34 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	if len(reply) != 2 {
 		return nil, fmt.Errorf("frontier: crawl %s: meta: %d values", f.o.Crawl, len(reply))
 	}
-	rules, err := f.adopt(reply[1])
-	if err != nil {
+	if err := f.adopt(reply[1]); err != nil {
 		return nil, err
 	}
 	l, err := f.newLayout(reply[0])
 	if err != nil {
 		return nil, err
 	}
-	f.rules = rules
 	f.lay.Store(l)
 	return l, nil
 }
 
-// adopt is the crawl's stored scope rules, or ErrScopeConflict when this
-// process gave others.
-func (f *Frontier) adopt(stored string) (ScopeRules, error) {
+// adopt takes the crawl's stored scope rules ("": none stored yet, the
+// zero rules meanwhile), or fails with ErrScopeConflict when this process
+// gave others.
+func (f *Frontier) adopt(stored string) error {
 	rules, err := decodeRules(stored)
 	if err != nil {
-		return rules, fmt.Errorf("frontier: crawl %s: %w", f.o.Crawl, err)
+		return fmt.Errorf("frontier: crawl %s: %w", f.o.Crawl, err)
 	}
-	if !f.o.Scope.IsZero() && !f.o.Scope.Equal(rules) {
-		return rules, fmt.Errorf("%w: crawl %s follows %s; this process was given %s. "+
+	if stored != "" && !f.o.Scope.IsZero() && !f.o.Scope.Equal(rules) {
+		return fmt.Errorf("%w: crawl %s follows %s; this process was given %s. "+
 			"Give the same scope options, or none to follow the crawl's, or start another --crawl",
 			ErrScopeConflict, f.o.Crawl, rules, f.o.Scope.Canonical())
 	}
-	return rules, nil
+	f.rulesMu.Lock()
+	f.rules, f.rulesSet = rules, stored != ""
+	f.rulesMu.Unlock()
+	return nil
 }
 
 // newLayout is the layout of a stored shard count.
