@@ -81,7 +81,7 @@ func outcomeCrawler(t *testing.T, name string, out *bytes.Buffer) *Crawler {
 		t.Fatal(err)
 	}
 	rob := NewRobotsCacheOn(rdb, lim, nt, nil, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
-	fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: name, Visibility: time.Minute, MaxAttempts: 2})
+	fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: name, Visibility: time.Minute, MaxAttempts: 2, Referrers: true})
 	return New(fr, lim, rob, Options{Workers: 3, UserAgent: "politebot/1.0", Timeout: 20 * time.Second,
 		MaxBodySize: 1024, Net: nt, Out: out})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/polite-crawler/polite/frontier"
 )
@@ -79,5 +80,7 @@ func (c *Crawler) countOutOfScope(it frontier.Item, n int, m *frontier.ScopeMatc
 		c.o.Log.Info(msg, "page", it.URL, "links", n, "hops", it.Hops, "scope", m.Rules().String())
 		return
 	}
-	c.o.Log.Debug(msg, "page", it.URL, "links", n, "hops", it.Hops) // no scope text: not built per page
+	if c.o.Log.Enabled(context.Background(), slog.LevelDebug) { // no record, nor its arguments, built per page
+		c.o.Log.Debug(msg, "page", it.URL, "links", n, "hops", it.Hops)
+	}
 }

@@ -8,7 +8,7 @@ import (
 // a seed has none.
 func TestLinksKnowTheirPage(t *testing.T) {
 	ctx := ctxT(t)
-	f := newFrontier(t, Options{Shards: 1})
+	f := newFrontier(t, Options{Shards: 1, Referrers: true})
 	if _, err := f.Seed(ctx, "http://a.example/"); err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,15 @@ type Options struct {
 	// with others it joins nothing, every call failing with
 	// ErrScopeConflict.
 	Scope ScopeRules
+	// Referrers keeps in each link's item the page it was found on
+	// (Item.From), for a record of the crawl; it costs each queued item
+	// that URL's length in Redis. A page URL longer than MaxReferrer is
+	// not kept.
+	Referrers bool
 }
+
+// MaxReferrer bounds the page URL a link's item keeps (Options.Referrers).
+const MaxReferrer = 1024
 
 func (o *Options) get() Options {
 	var v Options
@@ -210,8 +218,9 @@ type Item struct {
 	Hops     int `json:"h,omitempty"`
 	Attempts int `json:"a,omitempty"` // failed tries so far
 	// From is the page the URL was found on (a link's or a redirect's,
-	// Settlement.Links); "" for a seed or a URL given to Add. It costs the
-	// queued item its length in Redis, not the seen set.
+	// Settlement.Links) with Options.Referrers; "" for a seed, a URL given
+	// to Add, or without them. It costs the queued item its length in
+	// Redis, not the seen set.
 	From string `json:"r,omitempty"`
 	// More reports that when the item was handed out its shard still had a
 	// site ready (below its cap, its turn come): a worker that is idle
@@ -229,8 +238,11 @@ type Frontier struct {
 
 	mu  sync.Mutex // resolving lay
 	lay atomic.Pointer[layout]
-	// rules are the crawl's scope rules, set before lay is stored.
-	rules ScopeRules
+	// rules are the crawl's scope rules, read when lay is resolved;
+	// rulesSet once the crawl had stored rules (see Rules).
+	rulesMu  sync.Mutex
+	rules    ScopeRules
+	rulesSet bool
 	// cursor rotates Next over the shards.
 	cursor atomic.Uint32
 	// idle is set when the last look at all shards found nothing ready.

@@ -107,8 +107,12 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 		take = "1"
 	}
 	sh := lay.of(it.Site)
-	links := f.admission(lay, nil, it.Depth+1, 0, it.URL, s.Links)
-	links = f.admission(lay, links, it.Depth+1, it.Hops+1, it.URL, s.External)
+	from := ""
+	if f.o.Referrers && len(it.URL) <= MaxReferrer {
+		from = it.URL
+	}
+	links := f.admission(lay, nil, it.Depth+1, 0, from, s.Links)
+	links = f.admission(lay, links, it.Depth+1, it.Hops+1, from, s.External)
 	own := f.newCall(settleScript, sh, append([]any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take}, links[sh]...)...)
 	// Other shards' links first: on one node, they are queued before the
 	// item stops counting as in flight (see elsewhere's second look).

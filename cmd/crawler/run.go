@@ -153,6 +153,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer msrv.Close()
+	defer lingerMetrics(ctx, msrv, cfg, log) // last: after the WARC files and --out are finished
 	m.CountRoundTrips(rdb)
 	m.Adaptive(lim)
 	siteKey, err := robots.ParseSiteKey(cfg.SiteKey)
@@ -189,7 +190,8 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}}, m)
 	m.Robots(rob)
 	fr := frontier.New(rdb, &frontier.Options{Prefix: cfg.Prefix, Crawl: cfg.Crawl, Visibility: cfg.Visibility,
-		MaxAttempts: cfg.MaxAttempts, MaxDepth: cfg.MaxDepth, MaxPages: cfg.MaxPages, Shards: cfg.Shards, Cap: cfg.MaxPerSite, Park: cfg.Lease / 2, SiteKey: siteKey, TTL: cfg.CrawlTTL, Scope: cfg.ScopeRules()})
+		MaxAttempts: cfg.MaxAttempts, MaxDepth: cfg.MaxDepth, MaxPages: cfg.MaxPages, Shards: cfg.Shards, Cap: cfg.MaxPerSite, Park: cfg.Lease / 2, SiteKey: siteKey, TTL: cfg.CrawlTTL,
+		Referrers: cfg.Out != "", Scope: cfg.ScopeRules()})
 
 	var out io.Writer
 	if cfg.Out != "" {
@@ -236,6 +238,5 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err == nil && ctx.Err() == nil {
 		err = c.SeedsFailed() // every seed it gave unreachable: say so, exit 1
 	}
-	lingerMetrics(ctx, msrv, cfg, log)
 	return err
 }
