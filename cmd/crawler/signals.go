@@ -36,9 +36,17 @@ func signalled(ctx context.Context) syscall.Signal {
 	return 0
 }
 
-// signalExit is code, or, when a signal stopped ctx, exitInterrupted or
-// exitTerminated.
+// signalExit is code, or, when a signal stopped ctx before the command's
+// work was done (finished), exitInterrupted or exitTerminated.
 func signalExit(ctx context.Context, code int) int {
+	if n, ok := ctx.Value(noticeKey{}).(*stopNotice); ok {
+		n.mu.Lock()
+		late := n.late
+		n.mu.Unlock()
+		if late {
+			return code
+		}
+	}
 	switch signalled(ctx) {
 	case syscall.SIGINT:
 		return exitInterrupted
@@ -53,6 +61,20 @@ func signalExit(ctx context.Context, code int) int {
 type stopNotice struct {
 	mu  sync.Mutex
 	say func(hint string)
+	// over is set when the command's work is done (finished); late, when
+	// the first signal came after that: it then ends a wait, not the work,
+	// and the exit code stays the command's.
+	over, late bool
+}
+
+// finished tells that the command's work under ctx is done: a signal from
+// now on does not change its exit code (signalExit).
+func finished(ctx context.Context) {
+	if n, ok := ctx.Value(noticeKey{}).(*stopNotice); ok {
+		n.mu.Lock()
+		n.over = true
+		n.mu.Unlock()
+	}
 }
 
 type noticeKey struct{}
@@ -94,6 +116,9 @@ func notifyStop(parent context.Context, stderr io.Writer, quit func(code int)) (
 			switch {
 			case !stopped:
 				stopped = true
+				n.mu.Lock()
+				n.late = n.over
+				n.mu.Unlock()
 				cancel(stopSignal{sig.(syscall.Signal)})
 				hint := "stopping"
 				if sig == syscall.SIGINT {

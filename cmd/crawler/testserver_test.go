@@ -72,8 +72,8 @@ func testserverURLs(t *testing.T, ctx context.Context, args ...string) []string 
 	}
 	cmd.Process.Signal(syscall.SIGINT)
 	io.Copy(io.Discard, stdout)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("testserver %v: %v; stderr %s", args, err, stderr.String())
+	if err := cmd.Wait(); cmd.ProcessState.ExitCode() != exitInterrupted {
+		t.Fatalf("testserver %v: %v; want exit %d after Ctrl-C; stderr %s", args, err, exitInterrupted, stderr.String())
 	}
 	return urls
 }
