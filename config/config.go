@@ -322,8 +322,11 @@ func (c *Config) Validate() error {
 			bad("metrics-addr", "%q is not host:port", c.MetricsAddr)
 		}
 	}
-	if c.MetricsLinger < 0 || c.MetricsLinger > 24*time.Hour || (c.MetricsLinger > 0 && c.MetricsAddr == "") {
-		bad("metrics-linger", "%s: want 0..24h, and only with --metrics-addr", c.MetricsLinger)
+	switch {
+	case c.MetricsLinger < 0 || c.MetricsLinger > 24*time.Hour:
+		bad("metrics-linger", "%s: want 0..24h", c.MetricsLinger)
+	case c.MetricsLinger > 0 && c.MetricsAddr == "":
+		bad("metrics-linger", "%s: needs --metrics-addr (there is no /metrics to keep serving)", c.MetricsLinger)
 	}
 	if c.Visibility < time.Second {
 		bad("visibility", "%s: want at least 1s", c.Visibility)

@@ -53,7 +53,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 func TestMetricsLingerNeedsAnAddress(t *testing.T) {
 	c := Default()
 	c.MetricsLinger = time.Minute
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--metrics-linger: 1m0s: want 0..24h, and only with --metrics-addr") {
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--metrics-linger: 1m0s: needs --metrics-addr") {
 		t.Fatalf("--metrics-linger without --metrics-addr: %v", err)
 	}
 	c.MetricsAddr = "127.0.0.1:9090"

@@ -78,7 +78,7 @@ func (c *Crawler) discoverSitemaps(ctx context.Context) {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			c.o.Log.Warn("sitemaps: stopped", "site", o.Host, "err", err)
 		}
-		c.o.Log.Info("sitemaps read", "site", o.Host, "sitemaps", st.Fetched, "failed", st.Failed, "listed", st.URLs,
+		c.o.Log.Info("sitemaps read", "site", o.Host, "sitemaps", st.Fetched, "missing", st.Missing, "failed", st.Failed, "listed", st.URLs,
 			"queued", queued, "dropped", st.Dropped, "limited", st.Limited)
 		if ctx.Err() != nil {
 			return

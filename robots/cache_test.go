@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -428,5 +429,67 @@ func TestNotFetchedIsNoVerdict(t *testing.T) {
 	p, err := NewCache(rdb, &http.Client{}, o).Policy(ctx, mustURL(t, hs.URL+"/a"))
 	if err != nil || p.Unreachable() || p.Allowed("/p/1") || !p.Allowed("/q") {
 		t.Fatalf("the next Policy: %+v, %v; want the site's own rules, fetched", p, err)
+	}
+}
+
+// eofTransport notes whether each response's body was read to its end
+// before it was closed.
+type eofTransport struct {
+	mu  sync.Mutex
+	eof []bool
+}
+
+type eofBody struct {
+	io.ReadCloser
+	t   *eofTransport
+	hit bool
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.hit = true
+	}
+	return n, err
+}
+
+func (b *eofBody) Close() error {
+	b.t.mu.Lock()
+	b.t.eof = append(b.t.eof, b.hit)
+	b.t.mu.Unlock()
+	return b.ReadCloser.Close()
+}
+
+func (t *eofTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil {
+		resp.Body = &eofBody{ReadCloser: resp.Body, t: t}
+	}
+	return resp, err
+}
+
+// A robots.txt that answers an error is read to its end when short: a
+// recording transport (WARC) keeps the error page whole rather than mark
+// it truncated.
+func TestErrorAnswerReadToItsEnd(t *testing.T) {
+	ctx := ctxT(t)
+	for _, status := range []int{404, 503} {
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			io.WriteString(w, strings.Repeat("not here. ", 50))
+		}))
+		rt := &eofTransport{}
+		rdb := srv.Client()
+		c := NewCache(rdb, &http.Client{Transport: rt}, &CacheOptions{Prefix: fmt.Sprintf("t:errbody%d", status)})
+		if _, err := c.Policy(ctx, mustURL(t, hs.URL+"/a")); err != nil {
+			t.Fatal(err)
+		}
+		rt.mu.Lock()
+		if len(rt.eof) != 1 || !rt.eof[0] {
+			t.Errorf("robots.txt answering %d: bodies read to their end %v, want [true]", status, rt.eof)
+		}
+		rt.mu.Unlock()
+		rdb.Close()
+		hs.Close()
 	}
 }

@@ -87,6 +87,9 @@ func (c *Cache) fetch(ctx context.Context, robotsURL string) (int, []byte, error
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		// Read a short error page to its end: a recording transport (WARC)
+		// then keeps it whole, and the connection can be used again.
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 16<<10))
 		return resp.StatusCode, nil, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBytes+1))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -34,7 +35,8 @@ type Fetcher struct {
 // Stats is what one Discover did.
 type Stats struct {
 	Fetched    int // sitemap documents answered with a 2xx and read
-	Failed     int // requests that failed, or answered other than 2xx (404 included)
+	Failed     int // requests that failed, or answered other than 2xx, 404 and 410
+	Missing    int // requests answered 404 or 410: no such sitemap, no error
 	Indexes    int // of Fetched, sitemap indexes
 	NotSitemap int // of Fetched, neither a urlset, an index nor text (an HTML page, say)
 	Malformed  int // of Fetched, abandoned part way (ErrMalformed); their entries before the fault count
@@ -174,8 +176,13 @@ func (d *discovery) read(ctx context.Context, p pending) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		d.st.Failed++
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {
+			d.st.Missing++
+		} else {
+			d.st.Failed++
+		}
 		d.log("sitemap: not fetched", "url", p.u.String(), "status", resp.StatusCode)
+		drainError(resp.Body)
 		return nil
 	}
 	base := resp.Request.URL // relative <loc>s resolve against where the document was
@@ -311,3 +318,12 @@ func port(u *url.URL) string {
 	}
 	return p
 }
+
+// maxErrorBody bounds what is read of an error answer's body before it is
+// closed: a short error page read to its end is kept whole by a recording
+// transport (WARC), and its connection can be used again.
+const maxErrorBody = 16 << 10
+
+// drainError reads what is left of an error answer's body, up to
+// maxErrorBody.
+func drainError(body io.Reader) { io.Copy(io.Discard, io.LimitReader(body, maxErrorBody)) }

@@ -177,8 +177,8 @@ func TestDiscoverNotFound(t *testing.T) {
 	s.serve("/html.xml", "text/html", "<!DOCTYPE html><html><body>Not found</body></html>")
 	s.serve("/plain-html", "text/html", "Not found\n"+s.URL+"/x\n")
 	r := discover(t, &Fetcher{}, s)
-	if r.err != nil || len(r.urls) != 0 || r.st.Failed != 1 || s.hit("/sitemap.xml") != 1 {
-		t.Fatalf("%v %v %+v, want nothing, 1 failed", r.urls, r.err, r.st)
+	if r.err != nil || len(r.urls) != 0 || r.st.Failed != 0 || r.st.Missing != 1 || s.hit("/sitemap.xml") != 1 {
+		t.Fatalf("%v %v %+v, want nothing, 1 missing, none failed", r.urls, r.err, r.st)
 	}
 	r = discover(t, &Fetcher{}, s, s.URL+"/html.xml", s.URL+"/plain-html")
 	if r.err != nil || len(r.urls) != 0 || r.st.NotSitemap != 2 || r.st.Fetched != 2 {

@@ -222,6 +222,9 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("crawl started", "crawl", cfg.Crawl, "redis", cfg.RedisAddrs(), "seeds", len(seeds), "new", added,
 		"workers", cfg.Workers, "max_per_site", cfg.MaxPerSite, "site_key", cfg.SiteKey, "max_per_ip", cfg.MaxPerIP, "resolve", len(pins), "semaphore", cfg.Semaphore)
+	if len(seeds) > 0 && added == 0 {
+		log.Info("every seed was already seen in this crawl, so none is fetched again (crawler status shows what was done; another --crawl starts afresh)", "crawl", cfg.Crawl)
+	}
 
 	onStop(ctx, func(hint string) { // no new requests; the downloads under way may finish
 		log.Info(hint, "in_flight", c.Progress().InFlight, "stop_grace", cfg.StopGrace)

@@ -58,6 +58,11 @@ func TestUnreachableSeeds(t *testing.T) {
 		}
 	}
 
+	_, stderr, _ = crawler(t, ctx, "run", "--redis", "redis://"+rs.Addr, "--crawl", "down", refused, nx)
+	if !strings.Contains(stderr, "every seed was already seen in this crawl") {
+		t.Errorf("the same seeds again: no word that they were seen before; stderr:\n%s", stderr)
+	}
+
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("<p>up</p>"))
 	}))
