@@ -25,21 +25,15 @@ func (c *Config) validateScope(bad func(flag, format string, a ...any)) {
 		flag string
 		res  Repeated
 	}{{"include", c.Include}, {"exclude", c.Exclude}} {
-		ok := len(f.res) <= frontier.MaxPatterns
-		if !ok {
-			bad(f.flag, "%d patterns: at most %d", len(f.res), frontier.MaxPatterns)
-		}
-		for _, re := range f.res {
-			if len(re) > frontier.MaxPatternLen {
-				bad(f.flag, "a pattern of %d bytes: at most %d", len(re), frontier.MaxPatternLen)
-				ok = false
-			} else if _, err := regexp.Compile(re); err != nil {
+		ok := true
+		for _, re := range f.res { // each one named, where the frontier stops at the first
+			if _, err := regexp.Compile(re); err != nil {
 				bad(f.flag, "%q is not an RE2 regular expression: %v", re, err)
 				ok = false
 			}
 		}
 		if err := (frontier.ScopeRules{Include: f.res}).Validate(); ok && err != nil {
-			bad(f.flag, "%v", err) // each compiles, not all of them together
+			bad(f.flag, "%v", err) // the frontier's bounds: how many, how long, and all of them together
 		}
 	}
 }
