@@ -18,22 +18,18 @@ type ScopeMatcher struct {
 
 type hostPort struct{ host, port string }
 
-// Compile returns r's matcher, or Validate's error.
+// Compile returns r's matcher, or Validate's error. Its patterns are
+// compiled once, by the same pass that validates them.
 func (r ScopeRules) Compile() (*ScopeMatcher, error) {
-	if err := r.Validate(); err != nil {
+	include, exclude, err := r.check()
+	if err != nil {
 		return nil, err
 	}
-	m := &ScopeMatcher{rules: r.Canonical(), domains: make(map[hostPort]struct{}, len(r.AllowDomains))}
+	m := &ScopeMatcher{rules: r.Canonical(), domains: make(map[hostPort]struct{}, len(r.AllowDomains)),
+		include: include, exclude: exclude}
 	for _, d := range r.AllowDomains {
 		h, p := splitSite(d)
 		m.domains[hostPort{h, p}] = struct{}{}
-	}
-	var err error
-	if m.include, err = anyOf(r.Include); err != nil {
-		return nil, err
-	}
-	if m.exclude, err = anyOf(r.Exclude); err != nil {
-		return nil, err
 	}
 	return m, nil
 }

@@ -77,6 +77,13 @@ func (r ScopeRules) Equal(o ScopeRules) bool {
 // ParseDomain form, a negative FollowExternal, a regular expression RE2
 // rejects.
 func (r ScopeRules) Validate() error {
+	_, _, err := r.check()
+	return err
+}
+
+// check is Validate, keeping the include and exclude expressions it
+// compiled (anyOf) for Compile.
+func (r ScopeRules) check() (include, exclude *regexp.Regexp, err error) {
 	var errs []error
 	for _, d := range r.AllowDomains {
 		if n, err := ParseDomain(d, ""); err != nil || n != d {
@@ -86,12 +93,12 @@ func (r ScopeRules) Validate() error {
 	if r.FollowExternal < 0 {
 		errs = append(errs, fmt.Errorf("frontier: scope: follow external %d: want >= 0", r.FollowExternal))
 	}
-	for _, res := range [][]string{r.Include, r.Exclude} {
-		if _, err := anyOf(res); err != nil {
-			errs = append(errs, err)
-		}
+	include, ierr := anyOf(r.Include)
+	exclude, eerr := anyOf(r.Exclude)
+	if err := errors.Join(append(errs, ierr, eerr)...); err != nil {
+		return nil, nil, err
 	}
-	return errors.Join(errs...)
+	return include, exclude, nil
 }
 
 // String says what the rules are, for people.
