@@ -253,6 +253,9 @@ type Frontier struct {
 	// keptAt is when (unix ms) this process last refreshed the TTLs of meta
 	// and scope (see keepCrawl).
 	keptAt atomic.Int64
+	// seen is the fingerprints this process knows seen (nil with a page
+	// limit: see seenCache).
+	seen *seenCache
 }
 
 // New returns the Frontier of crawl opts.Crawl on rdb. If opts.Prefix or
@@ -271,6 +274,9 @@ func New(rdb redis.UniversalClient, opts *Options) *Frontier {
 	}
 	base := f.o.Prefix + ":{crawl:" + f.o.Crawl + "}:"
 	f.meta, f.scope = base+"meta", base+"scope"
+	if f.o.MaxPages == 0 {
+		f.seen = newSeenCache()
+	}
 	return f
 }
 

@@ -71,13 +71,14 @@ func (f *Frontier) Seed(ctx context.Context, urls ...string) (int, error) {
 		}
 	}
 	f.noteScopeLen(size.Val())
-	quads := f.admission(lay, nil, 0, 0, "", urls)
+	by := f.admission(lay, nil, 0, 0, "", urls)
 	calls := make([]*call, len(lay.shards))
+	batches := make([]*batch, len(lay.shards))
 	for i, sh := range lay.shards {
-		calls[i] = f.addCall(sh, size.Val(), quads[sh])
+		calls[i], batches[i] = f.addCall(sh, size.Val(), by[sh]), by[sh]
 	}
 	f.pipelined(ctx, nil, calls...)
-	n, err := f.added(calls)
+	n, err := f.added(calls, batches)
 	if err != nil {
 		return n, fmt.Errorf("frontier: seed: %w", err)
 	}

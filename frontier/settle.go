@@ -113,24 +113,31 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 	}
 	links := f.admission(lay, nil, it.Depth+1, 0, from, s.Links)
 	links = f.admission(lay, links, it.Depth+1, it.Hops+1, from, s.External)
-	own := f.newCall(settleScript, sh, append([]any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take}, links[sh]...)...)
+	args := []any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take}
+	if bt := links[sh]; bt != nil {
+		args = append(args, bt.quads...)
+	}
+	own := f.newCall(settleScript, sh, args...)
 	// Other shards' links first: on one node, they are queued before the
 	// item stops counting as in flight (see elsewhere's second look).
 	var calls []*call
-	for o, args := range links {
+	var batches []*batch
+	for o, bt := range links {
 		if o != sh {
-			calls = append(calls, f.addCall(o, 0, args))
+			calls, batches = append(calls, f.addCall(o, 0, bt)), append(batches, bt)
 		}
 	}
 	after := f.send(ctx, s.Also, calls, own)
-	calls = append(calls, own)
 	var errs []error
-	for _, c := range calls[:len(calls)-1] {
-		if _, err := f.answer(c); err != nil {
+	for i, c := range calls {
+		_, err := f.answer(c)
+		f.sent(batches[i], err)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("frontier: add: %w", err))
 		}
 	}
 	a, err := f.answer(own)
+	f.sent(links[sh], err)
 	switch {
 	case err != nil:
 		errs = append(errs, fmt.Errorf("frontier: %s %s: %w", how, it.URL, err))
@@ -181,8 +188,13 @@ func (f *Frontier) alone(ctx context.Context, also func(redis.Pipeliner) func() 
 	return nil
 }
 
-func (f *Frontier) addCall(sh *shard, scope int64, quads []any) *call {
-	return f.newCall(addScript, sh, append([]any{scope}, quads...)...)
+// addCall is an add.lua call on sh of bt (nil: none), noting scope.
+func (f *Frontier) addCall(sh *shard, scope int64, bt *batch) *call {
+	args := []any{scope}
+	if bt != nil {
+		args = append(args, bt.quads...)
+	}
+	return f.newCall(addScript, sh, args...)
 }
 
 // Add admits the URLs found at depth (0 for seeds), each once per crawl:
@@ -195,21 +207,25 @@ func (f *Frontier) Add(ctx context.Context, depth int, urls ...string) (int, err
 		return 0, err
 	}
 	var calls []*call
-	for sh, quads := range f.admission(lay, nil, depth, 0, "", urls) {
-		calls = append(calls, f.addCall(sh, 0, quads))
+	var batches []*batch
+	for sh, bt := range f.admission(lay, nil, depth, 0, "", urls) {
+		calls, batches = append(calls, f.addCall(sh, 0, bt)), append(batches, bt)
 	}
 	if len(calls) == 0 {
 		return 0, nil
 	}
 	f.pipelined(ctx, nil, calls...)
-	return f.added(calls)
+	return f.added(calls, batches)
 }
 
-func (f *Frontier) added(calls []*call) (int, error) {
+// added is how many URLs calls admitted; each answered call's batch is
+// remembered as seen.
+func (f *Frontier) added(calls []*call, batches []*batch) (int, error) {
 	n := 0
 	var errs []error
-	for _, c := range calls {
+	for i, c := range calls {
 		a, err := f.answer(c)
+		f.sent(batches[i], err)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("frontier: add: %w", err))
 		}

@@ -52,13 +52,14 @@ func (l *layout) of(site string) *shard {
 	return l.shards[h.Sum32()%uint32(len(l.shards))]
 }
 
-// fingerprint is what the seen sets keep of a normalised URL: FNV-1a 64 as
-// a decimal int64 (an intset member), and the bucket it goes in.
-func fingerprint(norm string) (fp, bucket string) {
+// fingerprint is what the seen sets keep of a normalised URL: FNV-1a 64,
+// given to Redis as a decimal int64 (an intset member), and the bucket it
+// goes in.
+func fingerprint(norm string) (fp uint64, member, bucket string) {
 	h := fnv.New64a()
 	h.Write([]byte(norm))
 	v := h.Sum64()
-	return strconv.FormatInt(int64(v), 10), strconv.Itoa(int(v >> 56))
+	return v, strconv.FormatInt(int64(v), 10), strconv.Itoa(int(v >> 56))
 }
 
 // layout is the crawl's shards. The first call of a process records it
@@ -182,10 +183,18 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) {
 	registerScript.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
 }
 
-// admission adds to by (nil: none yet) the add.lua quadruples of urls,
-// found at depth and hops on page from ("" for seeds; kept in each item,
-// Item.From), by shard, and returns it.
-func (f *Frontier) admission(lay *layout, by map[*shard][]any, depth, hops int, from string, urls []string) map[*shard][]any {
+// batch is the add.lua quadruples of one shard's new URLs, and their
+// fingerprints, remembered (seenCache) once the call that sent them
+// answers.
+type batch struct {
+	quads []any
+	fps   []uint64
+}
+
+// admission adds to by (nil: none yet) the batches of urls, found at depth
+// and hops on page from ("" for seeds; kept in each item, Item.From), by
+// shard, and returns it. A URL this process knows seen is left out.
+func (f *Frontier) admission(lay *layout, by map[*shard]*batch, depth, hops int, from string, urls []string) map[*shard]*batch {
 	if f.o.MaxDepth > 0 && depth > f.o.MaxDepth {
 		return by
 	}
@@ -194,15 +203,32 @@ func (f *Frontier) admission(lay *layout, by map[*shard][]any, depth, hops int, 
 		if err != nil {
 			continue
 		}
+		fp, member, b := fingerprint(norm)
+		if f.seen.has(fp) {
+			continue
+		}
 		item, _ := json.Marshal(Item{URL: norm, Depth: depth, Hops: hops, From: from})
-		fp, b := fingerprint(norm)
 		if by == nil {
-			by = map[*shard][]any{}
+			by = map[*shard]*batch{}
 		}
 		sh := lay.of(site)
-		by[sh] = append(by[sh], fp, b, site, string(item))
+		bt := by[sh]
+		if bt == nil {
+			bt = &batch{}
+			by[sh] = bt
+		}
+		bt.quads = append(bt.quads, member, b, site, string(item))
+		bt.fps = append(bt.fps, fp)
 	}
 	return by
+}
+
+// sent remembers the batch's fingerprints as seen once its call answered
+// without error.
+func (f *Frontier) sent(bt *batch, err error) {
+	if err == nil && bt != nil {
+		f.seen.add(bt.fps)
+	}
 }
 
 // call is one script call, run on its own or queued on a pipeline.
