@@ -1,0 +1,84 @@
+package frontier
+
+import (
+	"context"
+	"testing"
+)
+
+// forget takes raw's fingerprint out of the crawl's seen sets, as if Redis
+// had never seen it: a process that still sends raw gets it admitted again.
+func forget(t *testing.T, ctx context.Context, f *Frontier, raw string) {
+	t.Helper()
+	norm, site, err := f.normalize(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, member, bucket := fingerprint(norm)
+	if n := f.rdb.SRem(ctx, f.lay.Load().of(site).base+"seen:"+bucket, member).Val(); n != 1 {
+		t.Fatalf("%s was not in the seen set", raw)
+	}
+}
+
+// A process does not send again a URL it has had admitted or found seen:
+// with the URL gone from Redis, the process that sent it still leaves it
+// out, and another process, which never sent it, has it admitted.
+func TestSeenCacheSkipsKnownURLs(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	if n, err := f.Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
+	}
+	forget(t, ctx, f, "http://a.example/x")
+	if n, err := f.Add(ctx, 0, "http://a.example/x", "http://a.example/y"); err != nil || n != 1 {
+		t.Fatalf("Add again: %d, %v; want only y admitted", n, err)
+	}
+	if n, err := join(f, Options{}).Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
+		t.Fatalf("another process: %d, %v; want x admitted (it never sent it)", n, err)
+	}
+
+	// A page's links: settled once, known; the settlement that found them
+	// need not send them again.
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, settled, err := f.DoneNext(ctx, it, []string{"http://a.example/z"}); settled != nil || err != nil {
+		t.Fatalf("DoneNext: %v, %v", settled, err)
+	}
+	forget(t, ctx, f, "http://a.example/z")
+	if n, err := f.Add(ctx, 1, "http://a.example/z"); err != nil || n != 0 {
+		t.Fatalf("a link found before, sent again: %d, %v", n, err)
+	}
+}
+
+// A call that did not answer teaches the process nothing: the URL is sent
+// with the next call.
+func TestSeenCacheOnlyAfterAnAnswer(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	if _, err := f.Add(ctx, 0, "http://a.example/"); err != nil { // resolves the layout
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := f.Add(cancelled, 0, "http://a.example/x"); err == nil {
+		t.Fatal("Add with a cancelled context succeeded")
+	}
+	if n, err := f.Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
+		t.Fatalf("Add after a failed call: %d, %v; want 1", n, err)
+	}
+}
+
+// With a page limit a script may drop a new URL and forget it, so the
+// process keeps no cache: every URL is sent and Redis decides.
+func TestSeenCacheOffWithPageLimit(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{MaxPages: 100})
+	if n, err := f.Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
+	}
+	forget(t, ctx, f, "http://a.example/x")
+	if n, err := f.Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
+		t.Fatalf("Add again: %d, %v; want it sent and admitted", n, err)
+	}
+}
