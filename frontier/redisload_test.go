@@ -66,10 +66,12 @@ func readLoad(ctx context.Context, rdb redis.Cmdable) (load, error) {
 	return l, nil
 }
 
-// A simulated crawl over 50 sites, one worker: each page settles, admits 4
-// links and takes the next item (DoneNext). "mixed": 2 links of its own
+// A simulated crawl over 50 sites, one worker: each page settles, admits
+// its links and takes the next item (DoneNext). "mixed": 2 links of its own
 // site, 2 of others (1 of them seen before); "own-site": 4 of its own site
-// (1 seen before). It reports, per page, Redis's script calls, their usec
+// (1 seen before); "many-known": 60 of its own site, 57 of them the same on
+// every page (a site's menu), first with the process's cache of seen
+// fingerprints, then without it (every link sent). It reports, per page, Redis's script calls, their usec
 // and the server's CPU (noisy: one run of a shared machine), and the
 // worker's round trips. Run with -benchtime=3000x.
 func BenchmarkCrawlLoop(b *testing.B) {
@@ -86,13 +88,25 @@ func BenchmarkCrawlLoop(b *testing.B) {
 				fmt.Sprintf("http://%s/c/%d", it.Site, i), fmt.Sprintf("http://%s/", it.Site)}
 		}},
 	} {
-		b.Run(mix.name, func(b *testing.B) { crawlLoop(b, mix.links) })
+		b.Run(mix.name, func(b *testing.B) { crawlLoop(b, mix.links, true) })
 	}
+	menu := func(it Item, i int) []string {
+		links := []string{fmt.Sprintf("http://%s/a/%d", it.Site, i), fmt.Sprintf("http://%s/b/%d", it.Site, i), fmt.Sprintf("http://%s/c/%d", it.Site, i)}
+		for k := range 57 {
+			links = append(links, fmt.Sprintf("http://%s/menu/%d", it.Site, k))
+		}
+		return links
+	}
+	b.Run("many-known/cache", func(b *testing.B) { crawlLoop(b, menu, true) })
+	b.Run("many-known/no-cache", func(b *testing.B) { crawlLoop(b, menu, false) })
 }
 
-func crawlLoop(b *testing.B, pageLinks func(it Item, i int) []string) {
+func crawlLoop(b *testing.B, pageLinks func(it Item, i int) []string, cache bool) {
 	ctx := context.Background()
 	f := newFrontier(b, Options{})
+	if !cache {
+		f.seen = nil
+	}
 	rt := &roundTrips{}
 	f.rdb.AddHook(rt)
 	var seeds []string
@@ -135,6 +149,7 @@ func crawlLoop(b *testing.B, pageLinks func(it Item, i int) []string) {
 			}
 		}
 	}
+	b.ReportMetric(float64(after.calls["sadd"]-before.calls["sadd"])/n, "sadd/page")
 	b.ReportMetric(float64(after.scripts-before.scripts)/n, "scripts/page")
 	b.ReportMetric(float64(after.scriptUsec-before.scriptUsec)/n, "script-usec/page")
 	b.ReportMetric(float64((after.cpu-before.cpu).Microseconds())/n, "redis-cpu-usec/page")
