@@ -269,12 +269,10 @@ func TestKilledAndInterruptedWorkers(t *testing.T) {
 	waitRequests(40)
 	cmds[0].Process.Signal(syscall.SIGKILL)
 	waitRequests(80)
-	start := time.Now()
+	// It stops by itself: one still running when ctx ends is killed, and
+	// a killed process does not exit with the interrupted code.
 	cmds[1].Process.Signal(syscall.SIGINT)
 	interrupted(t, cmds[1].Wait(), "interrupted worker", cmds[1].Stderr.(fmt.Stringer))
-	if took := time.Since(start); took > 10*time.Second {
-		t.Errorf("interrupted worker took %v to stop", took)
-	}
 	if err := cmds[2].Wait(); err != nil {
 		t.Fatalf("surviving worker: %v\n%s", err, cmds[2].Stderr)
 	}
