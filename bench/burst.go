@@ -29,7 +29,7 @@ type BurstRow struct {
 }
 
 // burstGoal is how many times ModeAtomic's commands and time ModeLocked may
-// take to give every caller of a burst its place (issue 12).
+// take to give every caller of a burst its place.
 const burstGoal = 3.0
 
 const burstSite = "burst.example"

@@ -2,8 +2,8 @@ package bench
 
 import "time"
 
-// The goals this bench judges (issues 6, 13 and 15). The verdicts, the charts'
-// goal lines and the report's sentences all read them from here.
+// The goals this bench judges. The verdicts, the charts' goal lines and the
+// report's sentences all read them from here.
 var (
 	// goalUncontended: acquire+release p50 ≤ this × two back-to-back PINGs.
 	goalUncontended = map[string]float64{AlgAtomic: 1.5, AlgLocked: 2.5}

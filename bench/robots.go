@@ -10,7 +10,7 @@ import (
 )
 
 // RobotsGoal is the most one robots.Policy.Allowed check may cost on an
-// 8 KiB path, whatever the site's robots.txt says (issue 12).
+// 8 KiB path, whatever the site's robots.txt says.
 const RobotsGoal = 5 * time.Millisecond
 
 // RobotsRow is the cost of Allowed against one hostile robots.txt.

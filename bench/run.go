@@ -213,7 +213,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // crawler's default shard count.
 const clusterMasters, clusterProcs, clusterShards = 3, 2, 16
 
-// The adaptive section's fragile crawl: 4 processes (issue 15), each with
+// The adaptive section's fragile crawl: 4 processes, each with
 // as many workers as the site's cap, so that without the controller the
 // fleet keeps the cap full.
 const fragileProcs, fragileWorkers = 4, 3

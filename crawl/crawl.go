@@ -135,7 +135,7 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 	fo := fr.Options()
 	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, net: o.Net, wake: make(chan string, 1), done: make(chan struct{}),
 		crawl: fo.Crawl, maxAttempts: fo.MaxAttempts}
-	c.tr = &fetch.Transport{Base: o.Net.rt, Limiter: lim, Robots: rob, Cap: o.Cap, Observer: o.Observer, SiteKey: o.SiteKey}
+	c.tr = &fetch.Transport{Base: o.Net.rt, Limiter: lim, Robots: rob, Cap: o.Cap, Observer: o.Observer, SiteKey: o.SiteKey, Log: o.Log}
 	if o.Out != nil {
 		c.enc = json.NewEncoder(o.Out)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,16 +22,7 @@ import (
 
 var srv *redistest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if srv, err = redistest.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	srv.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
 
 // serve runs p's sites until the test ends.
 func serve(t *testing.T, p testserver.Profile) *testserver.Server {

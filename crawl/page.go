@@ -101,7 +101,9 @@ func (c *Crawler) record(it frontier.Item, pg *page, v verdict, err error) {
 	}
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	c.enc.Encode(r)
+	if err := c.enc.Encode(r); err != nil {
+		c.o.Log.Warn("could not write a result to the output", "url", it.URL, "err", err)
+	}
 }
 
 // response notes r's status, size and headers, and whether its body was cut

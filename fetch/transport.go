@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -84,6 +85,9 @@ type Transport struct {
 	// Concurrency, the longest Crawl-delay or Request-rate), fleet-wide:
 	// see Rule and limiter.Rule.From.
 	SiteKey robots.SiteKey
+	// Log hears, as warnings, what the transport failed to do but went on
+	// without: recording a site's Retry-After (default: discard).
+	Log *slog.Logger
 
 	waiting atomic.Int64 // requests waiting for a permit now
 	checks  atomic.Int64 // robots checks made (Policy.Allowed), for tests
@@ -218,7 +222,9 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 	var retry time.Duration
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		if retry = RetryAfter(resp.Header, clock.Now()); retry > 0 {
-			t.Limiter.Backoff(context.WithoutCancel(ctx), site, retry)
+			if err := t.Limiter.Backoff(context.WithoutCancel(ctx), site, retry); err != nil {
+				t.warn("could not record the site's Retry-After; its permits follow their own delay", "site", site, "retry_after", retry, "err", err)
+			}
 		}
 	}
 	// The site's health hears of the fetch with the permit's release: its
@@ -323,6 +329,12 @@ func (t *Transport) base() http.RoundTripper {
 		return http.DefaultTransport
 	}
 	return t.Base
+}
+
+func (t *Transport) warn(msg string, args ...any) {
+	if t.Log != nil {
+		t.Log.Warn(msg, args...)
+	}
 }
 
 func (t *Transport) observe(f func(Observer)) {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,16 +21,7 @@ import (
 
 var srv *redistest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if srv, err = redistest.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	srv.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
 
 // keyPrefix is the Redis key prefix of the test's keys.
 func keyPrefix(t *testing.T) string { return "t:" + strings.ReplaceAll(t.Name(), "/", ".") }

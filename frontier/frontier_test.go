@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,16 +20,7 @@ var (
 	crawls atomic.Int64
 )
 
-func TestMain(m *testing.M) {
-	var err error
-	if srv, err = redistest.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	srv.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
 
 func newFrontier(t testing.TB, o Options) *Frontier {
 	t.Helper()

@@ -42,7 +42,8 @@ import (
 //     (as Backoff does) for Backoff, doubling with each repeat up to
 //     MaxBackoff, ±10 % jitter; its level is forgiven after Forgive without
 //     one. A 429/503 with Retry-After holds off as the site asks (the
-//     caller's Backoff), as before, and counts as an error.
+//     caller's Backoff, as without adaptive politeness), and counts as an
+//     error.
 //   - The best recent time is the lowest smoothed one; a site slow for
 //     BestMemory on end has got slower for good, and its best re-bases.
 //   - The record expires Forgive after its last write (or its backoff's

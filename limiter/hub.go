@@ -21,13 +21,12 @@ const maxChannels = 4096
 type hub struct {
 	rdb  redis.UniversalClient
 	idle time.Duration // how long an unused channel stays subscribed
-	done chan struct{} // closed by close
+	done chan struct{} // closed by close, under mu
 
 	mu       sync.Mutex
 	ps       *redis.PubSub
 	loopDone chan struct{}
 	chans    map[string]*channel
-	isDone   bool
 }
 
 type channel struct {
@@ -45,7 +44,7 @@ func (h *hub) join(ch, id string) (grants <-chan grant, fresh bool) {
 	c := make(chan grant, 1)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.isDone {
+	if h.isClosed() {
 		return c, false
 	}
 	s := h.chans[ch]
@@ -173,11 +172,10 @@ func (h *hub) isClosed() bool {
 
 func (h *hub) close() error {
 	h.mu.Lock()
-	if h.isDone {
+	if h.isClosed() {
 		h.mu.Unlock()
 		return nil
 	}
-	h.isDone = true
 	close(h.done)
 	ps, end := h.ps, h.loopDone
 	h.mu.Unlock()

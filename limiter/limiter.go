@@ -234,12 +234,13 @@ func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue
 		case o.state == stContended:
 			// ModeAtomic: a ModeLocked worker holds the site lock for a few
 			// hundred µs: back off a little (jittered so contenders spread
-			// out) and try again. (ModeLocked waits in its gate.)
-			err = sleep(ctx, jitter(200*time.Microsecond, min(o.wait, 5*time.Millisecond)))
+			// out) and try again. (ModeLocked waits in its gate.) The pause
+			// is short; Close does not cut it.
+			err = sleep(ctx, jitter(200*time.Microsecond, min(o.wait, 5*time.Millisecond)), nil)
 		case o.state == stYoung && queue:
 			// Redis restarted not long ago (restartGuard): nothing was
 			// written, so there is no place in line to keep. Wait it out.
-			err = l.sleepOpen(ctx, o.wait)
+			err = sleep(ctx, o.wait, l.hub.done)
 		case o.state == stYoung:
 			o.state = stBusy
 			return o, nil

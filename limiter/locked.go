@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/polite-crawler/polite/internal/ownedkey"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -166,7 +167,7 @@ func waitHint(now int64, lease time.Duration, rank, limit int, nextAt, oldest in
 func (l *Limiter) unlock(k keys, token string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	l.rdb.Eval(ctx, unlockLua, []string{k.lock}, token)
+	ownedkey.Delete(ctx, l.rdb, k.lock, token)
 }
 
 // drop removes the tickets' entries from both sets, best effort: if this

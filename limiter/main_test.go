@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -19,23 +18,16 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(stressChild()) // re-executed as a stress worker process
 	}
-	var err error
-	srv, err = redistest.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	// The restart guard grants nothing on a server younger than lease + crawl
-	// delay + 1 s; the tests here expect permits at once (the default lease is
-	// 10 s). TestRestartGuard tests the guard on servers of its own.
-	if err := srv.WaitUptime(12 * time.Second); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv("REDIS_ADDR", srv.Addr) // for the examples
-	code := m.Run()
-	srv.Close()
-	os.Exit(code)
+	redistest.Main(m, &srv, func(s *redistest.Server) error {
+		// The restart guard grants nothing on a server younger than lease +
+		// crawl delay + 1 s; the tests here expect permits at once (the
+		// default lease is 10 s). TestRestartGuard tests the guard on
+		// servers of its own.
+		if err := s.WaitUptime(12 * time.Second); err != nil {
+			return err
+		}
+		return os.Setenv("REDIS_ADDR", s.Addr) // for the examples
+	})
 }
 
 // newClient returns a client of srv, closed when the test ends.

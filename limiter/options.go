@@ -31,12 +31,14 @@ type Mode int
 const (
 	// ModeLocked is the Redis in Action 6.3 acquire, guarded by a per-site lock
 	// (SET NX PX with a random token, compare-and-delete release): two
-	// pipelined round trips when uncontended. A process's callers of one site
+	// round trips to acquire when uncontended, one after the other (SET NX,
+	// then a script that enters the batch only while the lock is still ours
+	// and releases it), and one to release. A process's callers of one site
 	// queue in arrival order and one hold of the lock enters all those queued
 	// (see gates), so a burst costs a few lock rounds, not a spin per caller.
 	ModeLocked Mode = iota
-	// ModeAtomic runs the same steps in one Lua script: one round trip. It
-	// treats a held site lock as contention.
+	// ModeAtomic runs the same steps in one Lua script: one round trip to
+	// acquire, and one to release. It treats a held site lock as contention.
 	ModeAtomic
 )
 
@@ -89,7 +91,8 @@ type Options struct {
 	// has forgotten the permits it granted, whose holders may still be
 	// downloading until their next refresh or their own clock stops them.
 	// Set it only when no permit can have come from this Redis before: a
-	// redis-server the program started itself, as benchmarks do. The guard
+	// redis-server the program started itself, as this module's tests do
+	// (the benchmarks keep the guard and wait it out: GuardLeft). The guard
 	// reads INFO server; where the Redis user may not run INFO (GuardLeft
 	// says so) it is off.
 	NoRestartGuard bool

@@ -15,8 +15,6 @@ var (
 	checkLua string
 	//go:embed release.lua
 	releaseLua string
-	//go:embed unlock.lua
-	unlockLua string
 	//go:embed young.lua
 	youngLua string
 	//go:embed locked.lua

@@ -130,13 +130,13 @@ func (l *Limiter) GuardLeft(ctx context.Context) (time.Duration, error) {
 		if err != nil {
 			return fmt.Errorf("limiter: INFO server: %w", err)
 		}
-		if v, ok := redisinfo.Field(info, "uptime_in_seconds"); ok {
-			up, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return fmt.Errorf("limiter: uptime %q: %w", v, err)
-			}
+		up, ok, err := redisinfo.Uptime(info)
+		if err != nil {
+			return fmt.Errorf("limiter: %w", err)
+		}
+		if ok {
 			mu.Lock()
-			left = max(left, need-time.Duration(up)*time.Second)
+			left = max(left, need-up)
 			mu.Unlock()
 		}
 		return nil

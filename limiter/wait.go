@@ -125,25 +125,15 @@ func parseGrant(payload string) (grant, []string, bool) {
 	return grant{limit: limit, wait: time.Duration(wait) * time.Millisecond}, f[2:], true
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// sleep waits d. It returns nil after d, ctx.Err() if ctx is done first, or
+// ErrClosed if closed is closed first; a nil closed never ends it.
+func sleep(ctx context.Context, d time.Duration, closed <-chan struct{}) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// sleepOpen is sleep that also ends, with ErrClosed, when the Limiter closes.
-func (l *Limiter) sleepOpen(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-l.hub.done:
+	case <-closed:
 		return ErrClosed
 	case <-t.C:
 		return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/polite-crawler/polite/internal/keyname"
 	"github.com/polite-crawler/polite/internal/netcause"
+	"github.com/polite-crawler/polite/internal/ownedkey"
 	"github.com/polite-crawler/polite/internal/rtkind"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
@@ -323,11 +324,11 @@ func (c *Cache) load(ctx context.Context, o origin) (Policy, error) {
 			// one did so since our read above, use its policy, not a second
 			// fetch.
 			if n, err := c.rdb.Exists(ctx, k.policy).Result(); err == nil && n == 1 {
-				c.rdb.Eval(context.WithoutCancel(ctx), releaseLease, []string{k.lease}, token)
+				ownedkey.Delete(context.WithoutCancel(ctx), c.rdb, k.lease, token)
 				continue
 			}
 			p, err := c.fetchAndStore(ctx, o, k)
-			c.rdb.Eval(context.WithoutCancel(ctx), releaseLease, []string{k.lease}, token)
+			ownedkey.Delete(context.WithoutCancel(ctx), c.rdb, k.lease, token)
 			return p, err
 		}
 		// Someone else is fetching: look again shortly.
@@ -338,8 +339,6 @@ func (c *Cache) load(ctx context.Context, o origin) (Policy, error) {
 		}
 	}
 }
-
-const releaseLease = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
 
 func (c *Cache) fetchAndStore(ctx context.Context, o origin, k originKeys) (Policy, error) {
 	c.fetches.Add(1)

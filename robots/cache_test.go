@@ -29,15 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(fleetEnv) != "" {
 		os.Exit(fleetChild())
 	}
-	var err error
-	if srv, err = redistest.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv("REDIS_ADDR", srv.Addr) // for the examples
-	code := m.Run()
-	srv.Close()
-	os.Exit(code)
+	redistest.Main(m, &srv, func(s *redistest.Server) error {
+		return os.Setenv("REDIS_ADDR", s.Addr) // for the examples
+	})
 }
 
 func newCache(t *testing.T, o CacheOptions) (*Cache, *redis.Client) {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -215,7 +214,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if errors.Is(err, crawl.ErrURLTooLong) {
 			return usageErr("%v (see --max-url-length)", err)
 		}
-		if strings.Contains(err.Error(), "NOPERM") {
+		if redis.HasErrorPrefix(err, "NOPERM") {
 			return fmt.Errorf("seeding: %w (the Redis user may not use keys under --prefix %s)", err, cfg.Prefix)
 		}
 		return fmt.Errorf("seeding: %w", err)

@@ -2,7 +2,12 @@
 // lines under "# Section" headers), so that every caller reads it one way.
 package redisinfo
 
-import "strings"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Field returns the value of the field name in an INFO reply, and whether
 // the reply has it.
@@ -24,4 +29,19 @@ func Fields(info string) map[string]string {
 		}
 	}
 	return f
+}
+
+// Uptime returns the server's uptime_in_seconds from an INFO reply (its
+// "server" section). ok is false when the reply has no such field; err is
+// set when it has one that is not a whole number of seconds.
+func Uptime(info string) (up time.Duration, ok bool, err error) {
+	v, ok := Field(info, "uptime_in_seconds")
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, true, fmt.Errorf("uptime %q: %w", v, err)
+	}
+	return time.Duration(n) * time.Second, true, nil
 }

@@ -209,14 +209,12 @@ func (s *Server) WaitUptime(d time.Duration) error {
 		if err != nil {
 			return fmt.Errorf("redistest: uptime: %w", err)
 		}
-		if v, ok := redisinfo.Field(info, "uptime_in_seconds"); ok {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("redistest: uptime %q: %w", v, err)
-			}
-			if time.Duration(n)*time.Second >= d {
-				return nil
-			}
+		up, ok, err := redisinfo.Uptime(info)
+		if err != nil {
+			return fmt.Errorf("redistest: %w", err)
+		}
+		if ok && up >= d {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
