@@ -32,11 +32,8 @@ if ARGV[7] ~= '' then
 end
 -- The rule (limit, delay) is returned as asked (and ceiled); the health's
 -- cap and delay (hcap, hdelay) tighten it to elimit for the grant.
-local elimit, hcap, hdelay = health_limit(got[3], limit, 0), 0, 0
-if got[3] then
-  local a, b = string.match(got[3], '^(%d+) (%d+) ')
-  hcap, hdelay = tonumber(a) or 0, tonumber(b) or 0
-end
+local hcap, hdelay = health_head(got[3])
+local elimit = tighten(hcap, hdelay, limit, 0)
 local oldest, rank, new = prune(now, lease, ttl)
 local nxt = tonumber(got[2] or '0')
 local free = rank < elimit and now >= nxt

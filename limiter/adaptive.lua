@@ -29,18 +29,14 @@
 -- Its TTL is `forgive` past its last write (or past the end of its
 -- backoff): a site nobody fetches for that long starts afresh.
 
--- health_limit is limit and delay ms tightened by a health record (raw, as
--- stored, or nil): the lower cap, the longer delay (a delay forcing limit 1).
-local function health_limit(raw, limit, delay)
-  if not raw then
-    return limit, delay
-  end
-  local c, d = string.match(raw, '^(%d+) (%d+) ')
-  c, d = tonumber(c), tonumber(d)
-  if c and c > 0 and c < limit then
+-- tighten is limit and delay ms tightened by a health's effective cap c
+-- (0: not reduced) and extra delay d ms: the lower cap, the longer delay (a
+-- delay forcing limit 1).
+local function tighten(c, d, limit, delay)
+  if c > 0 and c < limit then
     limit = c
   end
-  if d and d > delay then
+  if d > delay then
     delay, limit = d, 1
   end
   return limit, delay
@@ -71,6 +67,16 @@ local function health_parse(raw)
     h[i] = v
   end
   return h
+end
+
+-- health_head is a record's effective cap and extra delay ms (its first
+-- two numbers; 0, 0 without one): all that acquiring reads of it.
+local function health_head(raw)
+  if not raw then
+    return 0, 0
+  end
+  local c, d = string.match(raw, '^(%d+) (%d+) ')
+  return tonumber(c) or 0, tonumber(d) or 0
 end
 
 local function health_format(h)

@@ -28,11 +28,9 @@ touch(ttl, lease, new)
 local nxt, elimit, hcap, hdelay
 if ARGV[8] == '1' then
   local got = redis.call('MGET', KEYS[5], KEYS[7])
-  nxt, elimit, hcap, hdelay = tonumber(got[1] or '0'), health_limit(got[2], limit, 0), 0, 0
-  if got[2] then
-    local a, b = string.match(got[2], '^(%d+) (%d+) ')
-    hcap, hdelay = tonumber(a) or 0, tonumber(b) or 0
-  end
+  nxt = tonumber(got[1] or '0')
+  hcap, hdelay = health_head(got[2])
+  elimit = tighten(hcap, hdelay, limit, 0)
 else
   nxt, elimit, hcap, hdelay = next_at(), limit, 0, 0
 end

@@ -61,9 +61,5 @@ for i = 1, n do
 end
 touch(ttl, lease, new)
 redis.call('DEL', KEYS[4])
-local hcap, hdelay = 0, 0
-if got[3] then
-  local a, b = string.match(got[3], '^(%d+) (%d+) ')
-  hcap, hdelay = tonumber(a) or 0, tonumber(b) or 0
-end
+local hcap, hdelay = health_head(got[3])
 return {1, card, nxt, oldest or -1, c, now, climit, cdelay, hcap, hdelay}

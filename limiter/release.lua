@@ -47,8 +47,7 @@ if ARGV[10] ~= '' then
     end
     local h, ttl
     h, ev, ttl = adapt(health_parse(raw), limit, cls, tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]), P, clock)
-    raw = health_format(h)
-    redis.call('SET', KEYS[7], raw, 'PX', math.max(1, ttl))
+    redis.call('SET', KEYS[7], health_format(h), 'PX', math.max(1, ttl))
     if ev >= 4 then
       -- A new backoff: nobody starts before its end (never shortening a
       -- longer hold-off already there).
@@ -59,12 +58,11 @@ if ARGV[10] ~= '' then
     if h[18] > 0 and h[19] > now then
       hoff = h[19] - now
     end
-  end
-  local h = health_parse(raw)
-  if h then
     hcap, hdelay = h[1], h[2]
+  else
+    hcap, hdelay = health_head(raw)
   end
-  limit, delay = health_limit(raw, limit, delay)
+  limit, delay = tighten(hcap, hdelay, limit, delay)
 end
 if ARGV[5] == '1' and delay > 0 then
   -- The crawl delay starts now, unless a longer hold-off (a Backoff) is in

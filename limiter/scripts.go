@@ -27,7 +27,7 @@ var (
 	acquireScript = redis.NewScript(commonLua + youngLua + ceilingLua + adaptiveLua + acquireLua)
 	checkScript   = redis.NewScript(commonLua + ceilingLua + adaptiveLua + checkLua)
 	releaseScript = redis.NewScript(commonLua + ceilingLua + adaptiveLua + releaseLua)
-	lockedScript  = redis.NewScript(commonLua + youngLua + ceilingLua + lockedLua)
+	lockedScript  = redis.NewScript(commonLua + youngLua + ceilingLua + adaptiveLua + lockedLua)
 )
 
 // Script states, as the scripts return them.
