@@ -41,7 +41,7 @@ func pool(cap int) *http.Transport {
 // Fetched hook in o is still called, after that. Permits are keyed by host
 // (robots.Site) and requests go out on a pool of their own; see
 // NewRobotsCacheOn.
-func NewRobotsCache(rdb redis.UniversalClient, lim *limiter.Limiter, cap int, o robots.CacheOptions, obs fetch.Observer) *robots.Cache {
+func NewRobotsCache(rdb redis.Cmdable, lim *limiter.Limiter, cap int, o robots.CacheOptions, obs fetch.Observer) *robots.Cache {
 	return NewRobotsCacheOn(rdb, lim, nil, nil, o, obs)
 }
 
@@ -51,7 +51,7 @@ func NewRobotsCache(rdb redis.UniversalClient, lim *limiter.Limiter, cap int, o 
 // by key (Options.SiteKey; nil: robots.Site): a robots.txt request takes
 // the permit of its key, and a crawl delay holds off the key's permits.
 // robots.txt itself is still fetched and cached per scheme+host+port.
-func NewRobotsCacheOn(rdb redis.UniversalClient, lim *limiter.Limiter, net *Net, key robots.SiteKey, o robots.CacheOptions, obs fetch.Observer) *robots.Cache {
+func NewRobotsCacheOn(rdb redis.Cmdable, lim *limiter.Limiter, net *Net, key robots.SiteKey, o robots.CacheOptions, obs fetch.Observer) *robots.Cache {
 	tr := &fetch.RobotsTransport{Base: pool(3), Limiter: lim, Observer: obs, Timeout: o.FetchTimeout, SiteKey: key}
 	if net != nil {
 		tr.Base = net.rt

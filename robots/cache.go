@@ -150,7 +150,7 @@ func (o *CacheOptions) parse() Options {
 // last good policy stands in if it is younger than StaleFor, else everything
 // is disallowed.
 type Cache struct {
-	rdb       redis.UniversalClient
+	rdb       redis.Cmdable
 	client    *http.Client
 	o         *CacheOptions
 	local     *lru
@@ -192,7 +192,7 @@ func (c *Cache) Cached(ctx context.Context, u *url.URL) (Policy, bool, error) {
 // permit-taking transport for robots.txt (fetch.RobotsTransport), since a
 // robots.txt fetch is a request to the site too. A nil client
 // means http.DefaultClient. opts may be nil.
-func NewCache(rdb redis.UniversalClient, client *http.Client, opts *CacheOptions) *Cache {
+func NewCache(rdb redis.Cmdable, client *http.Client, opts *CacheOptions) *Cache {
 	if client == nil {
 		client = http.DefaultClient
 	}
