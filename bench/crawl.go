@@ -26,6 +26,7 @@ import (
 // CrawlRow is one crawl of uniform sites, measured at the test server.
 type CrawlRow struct {
 	Name           string
+	Peer           bool   // colly alone: a peer measured for comparison, not ours (no goals, no safety verdict)
 	Mode           string // semaphore mode of a polite crawl ("locked", "atomic"); "" for colly
 	Procs, Workers int    // processes, and workers per process
 	Sites, Cap     int
@@ -58,8 +59,21 @@ type CrawlSpec struct {
 	Latency   time.Duration // per page
 }
 
-// cap is what every uniform site allows at once.
+// siteCap is what every uniform site allows at once.
 const siteCap = 3
+
+// slots is how many requests the sites allow at once, all together.
+func (s CrawlSpec) slots() int { return s.Sites * siteCap }
+
+// workers is how many workers the crawl section's crawls have in all: one
+// per slot, and 12 spare so that no slot waits for a worker.
+func (s CrawlSpec) workers() int { return s.slots() + 12 }
+
+// keptCap reports whether no site saw more than its cap at once, nor a
+// request start with the cap already in flight.
+func (x CrawlRow) keptCap() bool {
+	return x.MaxAtOnce <= x.Cap && goals.overCap.met(float64(x.OverCap))
+}
 
 func (s CrawlSpec) profile() testserver.Profile {
 	p := testserver.Profile{Name: "bench-uniform", Seed: 7, Agent: robots.ProductToken(s.UserAgent)}
@@ -141,7 +155,7 @@ func (s CrawlSpec) crawl(ctx context.Context, name string, procs, workers int, a
 		return CrawlRow{}, fmt.Errorf("bench: %s: %w", name, err)
 	}
 	row := CrawlRow{Name: name, Procs: procs, Workers: workers, Sites: s.Sites, Cap: siteCap, Seconds: time.Since(start).Seconds(),
-		Ideal: float64(min(procs*workers, s.Sites*siteCap)) / s.Latency.Seconds(), MachineBusy: machineCPU().busySince(busy0)}
+		Ideal: float64(min(procs*workers, s.slots())) / s.Latency.Seconds(), MachineBusy: machineCPU().busySince(busy0)}
 	for _, st := range ts.Stats().Sites {
 		row.Pages += st.Pages
 		row.Duplicates += st.DuplicateFetches
@@ -226,7 +240,7 @@ func Utilisation(ctx context.Context, s CrawlSpec, procsList []int, totalWorkers
 // row among them, the in-process optimum that keeps the cap (colly in
 // several processes fetches every page once per process: no reference).
 func relateToColly(rows []CrawlRow) {
-	i := slices.IndexFunc(rows, func(r CrawlRow) bool { return strings.HasPrefix(r.Name, "colly") && r.Procs == 1 })
+	i := slices.IndexFunc(rows, func(r CrawlRow) bool { return r.Peer && r.Procs == 1 })
 	if i < 0 || rows[i].Steady == 0 {
 		return
 	}
@@ -251,7 +265,7 @@ func PerCoreByMode(rows []CrawlRow) []PerCore {
 		var cpu time.Duration
 		var pages int64
 		for _, r := range rows {
-			if r.Mode == mode && !strings.HasPrefix(r.Name, "colly") {
+			if r.Mode == mode && !r.Peer {
 				cpu += r.RedisCPU * time.Duration(r.Pages)
 				pages += r.Pages
 			}
@@ -314,9 +328,11 @@ func (s CrawlSpec) politeArgs(ctx context.Context, name, mode string, procs, wor
 // CollyAlone crawls the sites with colly and nothing else, at most 3
 // requests at once per site, in procs independent processes.
 func CollyAlone(ctx context.Context, s CrawlSpec, procs int) (CrawlRow, error) {
-	return s.crawl(ctx, fmt.Sprintf("colly alone, %d process(es)", procs), procs, siteCap*s.Sites, func(seeds []string) []string {
+	row, err := s.crawl(ctx, fmt.Sprintf("colly alone, %d process(es)", procs), procs, s.slots(), func(seeds []string) []string {
 		return append([]string{"bench-colly", "--user-agent", s.UserAgent}, seeds...)
 	})
+	row.Peer = true
+	return row, err
 }
 
 // CollyWorker is one colly-alone process (crawler bench-colly --user-agent

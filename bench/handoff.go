@@ -33,6 +33,12 @@ type HandoffRow struct {
 	OverCapStart int64         // requests that started with limit already in flight
 }
 
+// keptCap reports whether the hot site never had more than limit requests
+// in flight, nor one start with limit already in flight.
+func (x HandoffRow) keptCap(limit int) bool {
+	return x.MaxAtOnce <= int64(limit) && x.OverCapStart == 0
+}
+
 // HotSiteSpec says how to run the hot-site figure.
 type HotSiteSpec struct {
 	Exe                   string // the crawler binary, run as `bench-worker` per process

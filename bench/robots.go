@@ -9,10 +9,6 @@ import (
 	"github.com/polite-crawler/polite/robots"
 )
 
-// RobotsGoal is the most one robots.Policy.Allowed check may cost on an
-// 8 KiB path, whatever the site's robots.txt says (issue 12).
-const RobotsGoal = 5 * time.Millisecond
-
 // RobotsRow is the cost of Allowed against one hostile robots.txt.
 type RobotsRow struct {
 	Name     string // which file
@@ -64,8 +60,8 @@ func Robots(pathKiB, checks int) ([]RobotsRow, error) {
 func (r *Report) robotsVerdicts() []verdict {
 	var v []verdict
 	for _, x := range r.Robots {
-		v = append(v, verdict{fmt.Sprintf("robots.txt check, %d KiB path, %s", x.PathKiB, x.Name), "≤ " + us(RobotsGoal) + " per Allowed",
-			us(x.PerCheck), x.PerCheck <= RobotsGoal})
+		v = append(v, verdict{fmt.Sprintf("robots.txt check, %d KiB path, %s", x.PathKiB, x.Name), goals.robotsPerPath.String(),
+			us(x.PerCheck), goals.robotsPerPath.met(float64(x.PerCheck))})
 	}
 	return v
 }
@@ -84,6 +80,6 @@ func (r *Report) robotsSection(p func(string, ...any)) {
 		p("| %s | %d | %d KiB | %d KiB | %d | **%s** |", x.Name, x.Lines, x.FileKiB, x.PathKiB, x.Checks, us(x.PerCheck))
 	}
 	p("")
-	p("Goal: ≤ %s per check.", us(RobotsGoal))
+	p("Goal: %s per check.", goals.robotsPerPath.short())
 	p("")
 }

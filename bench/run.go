@@ -57,7 +57,7 @@ type Report struct {
 // of every polite crawl.
 func (r *Report) SafetyHeld() bool {
 	for _, h := range r.HotSite {
-		if (h.Alg == AlgLocked || h.Alg == AlgAtomic || h.Alg == AlgTokenList) && (h.MaxAtOnce > int64(r.HotSpec.Limit) || h.OverCapStart > 0) {
+		if (h.Alg == AlgLocked || h.Alg == AlgAtomic || h.Alg == AlgTokenList) && !h.keptCap(r.HotSpec.Limit) {
 			return false
 		}
 	}
@@ -66,7 +66,7 @@ func (r *Report) SafetyHeld() bool {
 		crawls = append(crawls, c.CrawlRow)
 	}
 	for _, c := range crawls {
-		if !strings.HasPrefix(c.Name, "colly") && (c.MaxAtOnce > c.Cap || c.OverCap > 0 || c.Disallowed > 0) {
+		if !c.Peer && (!c.keptCap() || c.Disallowed > 0) {
 			return false
 		}
 	}
@@ -141,7 +141,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if on("crawl") {
 		logf("crawl: %d sites x %d pages, %s each, cap %d; polite %v with %v processes, %d crawls each", r.CrawlSpec.Sites, crawlPages, r.CrawlSpec.Latency, siteCap, CrawlModes, procs, runs)
-		if r.Crawl, err = Utilisation(ctx, r.CrawlSpec, procs, r.CrawlSpec.Sites*siteCap+12, runs); err != nil {
+		if r.Crawl, err = Utilisation(ctx, r.CrawlSpec, procs, r.CrawlSpec.workers(), runs); err != nil {
 			return nil, err
 		}
 		collyProcs := []int{1, 4} // 1 is the reference; 4 shows what colly alone does to a site
@@ -180,7 +180,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if on("cluster") {
 		logf("cluster: the crawl on a Redis Cluster of %d masters, %d processes, %d shards, %v", clusterMasters, clusterProcs, clusterShards, CrawlModes)
-		workers := (r.CrawlSpec.Sites*siteCap + 12) / clusterProcs
+		workers := r.CrawlSpec.workers() / clusterProcs
 		if r.Cluster, err = ClusterCrawl(ctx, r.CrawlSpec, clusterMasters, clusterProcs, workers, clusterShards); err != nil {
 			return nil, err
 		}
@@ -195,7 +195,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 		logf("adaptive: the healthy crawl, atomic, 1 process, adaptive off and on by turns, %d crawls each", runs)
-		if r.Healthy, err = HealthyAdaptive(ctx, r.CrawlSpec, "atomic", r.CrawlSpec.Sites*siteCap+12, runs); err != nil {
+		if r.Healthy, err = HealthyAdaptive(ctx, r.CrawlSpec, "atomic", r.CrawlSpec.workers(), runs); err != nil {
 			return nil, err
 		}
 	}
