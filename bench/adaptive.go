@@ -79,9 +79,9 @@ func (s CrawlSpec) fragile(ctx context.Context, adaptive bool, procs, workers, p
 	defer ts.Close()
 	site := ts.Sites()[0]
 	crawl := fmt.Sprintf("bench-fragile-%d", time.Now().UnixNano())
-	args := append([]string{"run", "--redis", "redis://" + s.RedisAddr, "--crawl", crawl, "--prefix", crawl,
-		"--workers", strconv.Itoa(workers), "--user-agent", s.UserAgent, "--progress", "1h", "--timeout", "30s",
-		"--visibility", "1m", "--max-attempts", "5", "--sitemaps=false", "--adaptive=" + strconv.FormatBool(adaptive)}, fragileArgs...)
+	args := append(s.runArgs(crawl, workers, "--redis", "redis://"+s.RedisAddr),
+		"--max-attempts", "5", "--sitemaps=false", "--adaptive="+strconv.FormatBool(adaptive))
+	args = append(args, fragileArgs...)
 	args = append(args, site.URL+"/")
 	start := time.Now()
 	var wg sync.WaitGroup

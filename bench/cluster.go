@@ -79,9 +79,8 @@ func (s CrawlSpec) clusterCrawl(ctx context.Context, addrs []string, nodes []*re
 	spec := s
 	spec.RedisAddr = addrs[0] // crawl's own CPU figure is one node's: replaced below by all of them
 	row, err := spec.crawl(ctx, name, procs, workers, func(seeds []string) []string {
-		return append([]string{"run", "--redis-cluster", strings.Join(addrs, ","), "--crawl", crawlName, "--prefix", crawlName,
-			"--shards", strconv.Itoa(shards), "--semaphore", mode, "--workers", strconv.Itoa(workers), "--user-agent", s.UserAgent,
-			"--progress", "1h", "--timeout", "30s", "--visibility", "1m"}, seeds...)
+		args := append(s.runArgs(crawlName, workers, "--redis-cluster", strings.Join(addrs, ",")), "--shards", strconv.Itoa(shards), "--semaphore", mode)
+		return append(args, seeds...)
 	})
 	if err != nil {
 		return ClusterRow{}, err
