@@ -42,10 +42,10 @@ type FragileRow struct {
 // 10-second crawl off for most of a minute.
 var fragileArgs = []string{"--adaptive-backoff", "1s", "--adaptive-backoff-max", "10s", "--adaptive-forgive", "10s"}
 
-// Fragile crawls one fragile site with procs processes of workers each,
+// fragileCrawls crawls one fragile site with procs processes of workers each,
 // adaptive off and then on (and so on, runs times, the median by pages/s
 // kept), and reads what the site saw.
-func Fragile(ctx context.Context, s CrawlSpec, procs, workers, pages, runs int) ([]FragileRow, error) {
+func fragileCrawls(ctx context.Context, s CrawlSpec, procs, workers, pages, runs int) ([]FragileRow, error) {
 	var out []FragileRow
 	for _, on := range []bool{false, true} {
 		var all []FragileRow
@@ -126,11 +126,11 @@ func (s CrawlSpec) fragile(ctx context.Context, adaptive bool, procs, workers, p
 	return row, nil
 }
 
-// HealthyAdaptive crawls the bench's healthy sites with one process in
+// healthyAdaptive crawls the bench's healthy sites with one process in
 // mode, adaptive on and off by turns, runs times each, and returns the
 // median row of each (off first): the controller must not take a busy
 // machine's noise for a suffering site.
-func HealthyAdaptive(ctx context.Context, s CrawlSpec, mode string, workers, runs int) ([]CrawlRow, error) {
+func healthyAdaptive(ctx context.Context, s CrawlSpec, mode string, workers, runs int) ([]CrawlRow, error) {
 	var off, on []CrawlRow
 	for range runs {
 		for _, adaptive := range []bool{false, true} {

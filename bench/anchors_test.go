@@ -181,7 +181,7 @@ func TestPerCoreByMode(t *testing.T) {
 		{Name: "polite atomic, 1 process(es)", Mode: "atomic", Pages: 100, RedisCPU: 20 * time.Microsecond},
 		{Name: "colly alone, 1 process(es)", Peer: true, Procs: 1, Pages: 100},
 	}
-	pc := PerCoreByMode(rows)
+	pc := perCoreByMode(rows)
 	if len(pc) != 2 || pc[0].Mode != "locked" || pc[0].CPU != 55*time.Microsecond || pc[1].CPU != 20*time.Microsecond || pc[1].PagesSec != 50000 {
 		t.Errorf("per core %+v", pc)
 	}
@@ -216,7 +216,7 @@ func TestCrawlVerdicts(t *testing.T) {
 	}
 }
 
-// Uncontended keeps its two baselines apart from what it counts: the
+// measureUncontended keeps its two baselines apart from what it counts: the
 // back-to-back PINGs add no round trips or commands to a pair (atomic is
 // one round trip each way), and each ratio divides by its own baseline.
 func TestUncontendedBaselines(t *testing.T) {

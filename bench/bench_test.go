@@ -216,7 +216,7 @@ func TestSeenMemory(t *testing.T) {
 	defer srv.Close()
 	rdb := srv.Client()
 	defer rdb.Close()
-	s, err := SeenMemory(context.Background(), rdb, 20000)
+	s, err := seenMemory(context.Background(), rdb, 20000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,9 +29,9 @@ type BurstRow struct {
 
 const burstSite = "burst.example"
 
-// Burst measures bursts of callers callers for each of procs, ModeLocked
+// measureBurst measures bursts of callers callers for each of procs, ModeLocked
 // then ModeAtomic, rounds times each (after one round to warm up).
-func Burst(ctx context.Context, addr string, callers int, procs []int, rounds int) ([]BurstRow, error) {
+func measureBurst(ctx context.Context, addr string, callers int, procs []int, rounds int) ([]BurstRow, error) {
 	obs := redis.NewClient(&redis.Options{Addr: addr})
 	defer obs.Close()
 	var rows []BurstRow

@@ -9,9 +9,9 @@ import (
 	"github.com/gocolly/colly/v2"
 )
 
-// CollyAlone crawls the sites with colly and nothing else, at most 3
+// collyAlone crawls the sites with colly and nothing else, at most 3
 // requests at once per site, in procs independent processes.
-func CollyAlone(ctx context.Context, s CrawlSpec, procs int) (CrawlRow, error) {
+func collyAlone(ctx context.Context, s CrawlSpec, procs int) (CrawlRow, error) {
 	row, err := s.crawl(ctx, fmt.Sprintf("colly alone, %d process(es)", procs), procs, s.slots(), func(seeds []string) []string {
 		return append([]string{"bench-colly", "--user-agent", s.UserAgent}, seeds...)
 	})

@@ -72,18 +72,18 @@ func (s CrawlSpec) profile() testserver.Profile {
 	return p
 }
 
-// CrawlModes are the semaphore modes Utilisation crawls with, in row order.
-var CrawlModes = []string{"locked", "atomic"}
+// crawlModes are the semaphore modes utilisation crawls with, in row order.
+var crawlModes = []string{"locked", "atomic"}
 
-// Utilisation crawls the sites with each of procsList processes sharing one
-// crawl, totalWorkers split between them, in each of CrawlModes (both modes
+// utilisation crawls the sites with each of procsList processes sharing one
+// crawl, totalWorkers split between them, in each of crawlModes (both modes
 // of one process count next to each other, so drift on the machine hits
 // them alike). Each row is the median of runs crawls, with their range: on
 // a shared machine one crawl's figure moves by several points.
-func Utilisation(ctx context.Context, s CrawlSpec, procsList []int, totalWorkers, runs int) ([]CrawlRow, error) {
+func utilisation(ctx context.Context, s CrawlSpec, procsList []int, totalWorkers, runs int) ([]CrawlRow, error) {
 	var rows []CrawlRow
 	for _, procs := range procsList {
-		for _, mode := range CrawlModes {
+		for _, mode := range crawlModes {
 			row, err := median(runs, func() (CrawlRow, error) {
 				return s.polite(ctx, fmt.Sprintf("polite %s, %d process(es)", mode, procs), mode, procs, (totalWorkers+procs-1)/procs)
 			})
@@ -109,19 +109,19 @@ func relateToColly(rows []CrawlRow) {
 	}
 }
 
-// PerCore is what one Redis core could serve in a mode's crawls: its Redis
+// perCore is what one Redis core could serve in a mode's crawls: its Redis
 // CPU per page over all those rows (weighted by pages), and 1 s ÷ that.
-type PerCore struct {
+type perCore struct {
 	Mode     string
 	CPU      time.Duration // Redis CPU per page
 	PagesSec float64       // pages/s one Redis core would serve
 }
 
-// PerCoreByMode computes PerCore for each of CrawlModes that has rows
+// perCoreByMode computes perCore for each of crawlModes that has rows
 // with pages and CPU measured.
-func PerCoreByMode(rows []CrawlRow) []PerCore {
-	var out []PerCore
-	for _, mode := range CrawlModes {
+func perCoreByMode(rows []CrawlRow) []perCore {
+	var out []perCore
+	for _, mode := range crawlModes {
 		var cpu time.Duration
 		var pages int64
 		for _, r := range rows {
@@ -132,7 +132,7 @@ func PerCoreByMode(rows []CrawlRow) []PerCore {
 		}
 		if pages > 0 && cpu > 0 {
 			per := cpu / time.Duration(pages)
-			out = append(out, PerCore{Mode: mode, CPU: per, PagesSec: float64(time.Second) / float64(per)})
+			out = append(out, perCore{Mode: mode, CPU: per, PagesSec: float64(time.Second) / float64(per)})
 		}
 	}
 	return out

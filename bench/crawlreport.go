@@ -29,7 +29,7 @@ func (r *Report) crawlSection(p func(string, ...any)) {
 	p("Goals for ours, in both semaphore modes: a steady rate %s colly alone's with 1 process and %s with 2 and 4; Redis round trips per page %s (atomic) and %s (locked), robots.txt's excepted (each crawler process counts them apart: its robots.txt cache, fetch lease and permit); Redis CPU per page %s (all of it, robots.txt's included); zero starts over cap. The steady-rate ratio is noisy: both crawls share the machine with Redis and the test sites.",
 		goals.vsColly1.short(), goals.vsCollyN.short(), goals.crawlTrips["atomic"].short(), goals.crawlTrips["locked"].short(), goals.crawlCPU.short())
 	p("")
-	if pc := PerCoreByMode(r.Crawl); len(pc) > 0 {
+	if pc := perCoreByMode(r.Crawl); len(pc) > 0 {
 		var parts []string
 		for _, x := range pc {
 			parts = append(parts, fmt.Sprintf("**%.0f pages/s** in %s mode (1 s ÷ %s)", x.PagesSec, x.Mode, us(x.CPU)))

@@ -46,26 +46,25 @@ var goals = struct {
 		AlgAtomic: {cmp: "≥", at: 4, prec: 1, unit: "×", of: "the book's lock-guarded"},
 		AlgLocked: {cmp: "≥", at: 1.5, prec: 1, unit: "×", of: "the book's lock-guarded"},
 	},
-	keysLeft:    goal{at: 0},
-	burst:       goal{cmp: "≤", at: 3, unit: "×", of: "atomic's commands and time"},
-	vsTokens:    goal{cmp: "≥", at: 0.97, prec: 2, unit: "×", of: "the token list's grants/s"},
-	jain:        goal{cmp: "≥", at: 0.95, prec: 2},
-	vsColly1:    goal{cmp: "≥", at: 0.97, prec: 2, unit: "×", of: "colly alone (1 process)"},
-	vsCollyN:    goal{cmp: "≥", at: 0.95, prec: 2, unit: "×", of: "colly alone (1 process)"},
-	crawlTrips:  map[string]goal{"atomic": {cmp: "≤", at: 2}, "locked": {cmp: "≤", at: 3}},
-	crawlCPU:    goal{cmp: "≤", at: float64(100 * time.Microsecond), dur: true},
-	overCap:     goal{at: 0, unit: " starts over cap"},
-	fragile503:  goal{cmp: "≥", at: 0.90, unit: " %", pct: true},
-	fragileP95:  goal{cmp: "≥", at: 0.50, unit: " %", pct: true},
-	healthyRate: goal{cmp: "≥", at: 0.98, prec: 2},
-	seenBytes:   goal{cmp: "≤", at: 40, unit: " bytes", of: "per URL"},
-	// RobotsGoal, here so that it is judged and written like the others.
-	robotsPerPath: goal{cmp: "≤", at: float64(RobotsGoal), dur: true, of: "per Allowed"},
+	keysLeft:      goal{at: 0},
+	burst:         goal{cmp: "≤", at: 3, unit: "×", of: "atomic's commands and time"},
+	vsTokens:      goal{cmp: "≥", at: 0.97, prec: 2, unit: "×", of: "the token list's grants/s"},
+	jain:          goal{cmp: "≥", at: 0.95, prec: 2},
+	vsColly1:      goal{cmp: "≥", at: 0.97, prec: 2, unit: "×", of: "colly alone (1 process)"},
+	vsCollyN:      goal{cmp: "≥", at: 0.95, prec: 2, unit: "×", of: "colly alone (1 process)"},
+	crawlTrips:    map[string]goal{"atomic": {cmp: "≤", at: 2}, "locked": {cmp: "≤", at: 3}},
+	crawlCPU:      goal{cmp: "≤", at: float64(100 * time.Microsecond), dur: true},
+	overCap:       goal{at: 0, unit: " starts over cap"},
+	fragile503:    goal{cmp: "≥", at: 0.90, unit: " %", pct: true},
+	fragileP95:    goal{cmp: "≥", at: 0.50, unit: " %", pct: true},
+	healthyRate:   goal{cmp: "≥", at: 0.98, prec: 2},
+	seenBytes:     goal{cmp: "≤", at: 40, unit: " bytes", of: "per URL"},
+	robotsPerPath: goal{cmp: "≤", at: float64(robotsGoal), dur: true, of: "per Allowed"},
 }
 
-// RobotsGoal is the most one robots.Policy.Allowed check may cost on an
+// robotsGoal is the most one robots.Policy.Allowed check may cost on an
 // 8 KiB path, whatever the site's robots.txt says (issue 12).
-const RobotsGoal = 5 * time.Millisecond
+const robotsGoal = 5 * time.Millisecond
 
 // vsColly is the goal for the steady rate of a crawl of procs processes,
 // as a share of colly alone's.

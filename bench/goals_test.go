@@ -24,7 +24,7 @@ func TestGoal(t *testing.T) {
 		{goals.overCap, "0 starts over cap", "0 starts over cap", 0, 1},
 		{goals.fragile503, "≥ 90 %", "≥ 90 %", 0.9, 0.89},
 		{goals.seenBytes, "≤ 40 bytes per URL", "≤ 40 bytes", 40, 40.1},
-		{goals.robotsPerPath, "≤ 5.00 ms per Allowed", "≤ 5.00 ms", float64(RobotsGoal), float64(RobotsGoal + 1)},
+		{goals.robotsPerPath, "≤ 5.00 ms per Allowed", "≤ 5.00 ms", float64(robotsGoal), float64(robotsGoal + 1)},
 	} {
 		if got := c.g.String(); got != c.text {
 			t.Errorf("%+v: written %q, want %q", c.g, got, c.text)

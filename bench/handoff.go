@@ -48,21 +48,21 @@ type HotSiteSpec struct {
 	Hold, Duration        time.Duration
 }
 
-// HotSiteAlgorithms are the hot site's rows in report order: the token
+// hotSiteAlgorithms are the hot site's rows in report order: the token
 // list, the physical anchor, first.
-var HotSiteAlgorithms = append([]string{AlgTokenList}, Algorithms...)
+var hotSiteAlgorithms = append([]string{AlgTokenList}, algorithms...)
 
 // hotSite is the site every hot-site waiter takes permits of.
 const hotSite = "hot.example"
 
-// HotSite runs every algorithm of HotSiteAlgorithms on one site through
+// measureHotSite runs every algorithm of hotSiteAlgorithms on one site through
 // spec.Procs processes, one after the other, and relates each row's
 // grants/s to the token list's.
-func HotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
+func measureHotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: spec.RedisAddr})
 	defer rdb.Close()
 	var rows []HandoffRow
-	for i, alg := range HotSiteAlgorithms {
+	for i, alg := range hotSiteAlgorithms {
 		row, err := spec.row(ctx, rdb, fmt.Sprintf("bench:h%d", i), alg)
 		if err != nil {
 			return nil, err

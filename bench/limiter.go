@@ -27,13 +27,13 @@ type LatencyRow struct {
 	Commands   float64       // commands Redis ran per pair, those inside scripts included (INFO commandstats)
 }
 
-// Uncontended measures n acquire+release pairs per algorithm on one site,
+// measureUncontended measures n acquire+release pairs per algorithm on one site,
 // each after two PINGs on the same connection pool, and what a pair costs
 // in round trips and in commands Redis runs; then, on the same client, n
 // pairs of PINGs back-to-back, the baseline a warm connection allows.
-func Uncontended(ctx context.Context, addr string, n int) ([]LatencyRow, error) {
+func measureUncontended(ctx context.Context, addr string, n int) ([]LatencyRow, error) {
 	var rows []LatencyRow
-	for _, alg := range Algorithms {
+	for _, alg := range algorithms {
 		row, err := uncontended(ctx, addr, alg, "bench:u:"+strconv.Itoa(len(rows)), n)
 		if err != nil {
 			return nil, fmt.Errorf("bench: %s: %w", alg, err)
@@ -174,10 +174,10 @@ type ThroughputRow struct {
 // AlgPing names the PING baseline in the throughput rows.
 const AlgPing = "PING (the baseline)"
 
-// Throughput runs g goroutines over sites sites for d per algorithm (the
+// measureThroughput runs g goroutines over sites sites for d per algorithm (the
 // book's unlocked semaphore is left out: it is not safe), and PINGs the same
 // way for the baseline, which is the first row.
-func Throughput(ctx context.Context, addr string, g, sites int, d time.Duration) ([]ThroughputRow, error) {
+func measureThroughput(ctx context.Context, addr string, g, sites int, d time.Duration) ([]ThroughputRow, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: g + 4})
 	defer rdb.Close()
 	run := func(name string, op func(ctx context.Context, i int64) error) (ThroughputRow, error) {
@@ -222,7 +222,7 @@ func Throughput(ctx context.Context, addr string, g, sites int, d time.Duration)
 		return nil, err
 	}
 	rows := []ThroughputRow{ping}
-	for i, alg := range Algorithms[:3] {
+	for i, alg := range algorithms[:3] {
 		h, err := newHolder(rdb, alg, "bench:t:"+strconv.Itoa(i), 3)
 		if err != nil {
 			return nil, err
@@ -255,10 +255,10 @@ type Footprint struct {
 	IdleWait           time.Duration
 }
 
-// MeasureFootprint holds one permit on each of n sites to measure memory per
+// measureFootprint holds one permit on each of n sites to measure memory per
 // active site, releases them, and counts the keys still there once the key
 // TTL (3 leases) has passed.
-func MeasureFootprint(ctx context.Context, rdb *redis.Client, n int) (Footprint, error) {
+func measureFootprint(ctx context.Context, rdb *redis.Client, n int) (Footprint, error) {
 	const lease = 300 * time.Millisecond
 	before, err := usedMemory(ctx, rdb)
 	if err != nil {

@@ -19,13 +19,13 @@ type RobotsRow struct {
 	PerCheck time.Duration // mean
 }
 
-// Robots times Allowed against the two hostile files on a path of pathKiB
+// robotsCost times Allowed against the two hostile files on a path of pathKiB
 // KiB of 'a's, and against the distinct file on a path of "aaaa<n>/" for
 // n = 0, 1, … (a thousand pieces almost occur in it); and against files of
 // 3-byte pieces, "/*xyz" on a path of letter pairs and "/*Zj*xyz" on a path
 // where each xyz occurs only before "Zj". It times checks calls of each
 // (after one untimed call).
-func Robots(pathKiB, checks int) ([]RobotsRow, error) {
+func robotsCost(pathKiB, checks int) ([]RobotsRow, error) {
 	as := "/" + strings.Repeat("a", pathKiB<<10)
 	same, sameLines := hostile.WildcardFile(robots.MaxBytes, false)
 	distinct, distinctLines := hostile.WildcardFile(robots.MaxBytes, true)

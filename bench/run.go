@@ -36,7 +36,7 @@ type Report struct {
 	Quick       bool
 	Uncontended []LatencyRow
 	Throughput  []ThroughputRow // the PING baseline first
-	HotSite     []HandoffRow    // in HotSiteAlgorithms order: the token list first
+	HotSite     []HandoffRow    // the token list, our anchor, first; then ours and the book's
 	HotSpec     HotSiteSpec
 	Footprint   *Footprint
 	Crawl       []CrawlRow // polite rows by processes and mode, then colly alone

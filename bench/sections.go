@@ -80,40 +80,40 @@ func (run *runner) logf(format string, a ...any) { fmt.Fprintf(run.o.Log, "bench
 func (run *runner) limiter(ctx context.Context) (err error) {
 	r, addr := run.r, run.o.RedisAddr
 	run.logf("limiter: uncontended acquire+release, %d pairs per algorithm", run.n.pairs)
-	if r.Uncontended, err = Uncontended(ctx, addr, run.n.pairs); err != nil {
+	if r.Uncontended, err = measureUncontended(ctx, addr, run.n.pairs); err != nil {
 		return err
 	}
 	run.logf("limiter: throughput, 64 goroutines over 1000 sites, %s per algorithm", run.n.tput)
-	if r.Throughput, err = Throughput(ctx, addr, 64, 1000, run.n.tput); err != nil {
+	if r.Throughput, err = measureThroughput(ctx, addr, 64, 1000, run.n.tput); err != nil {
 		return err
 	}
 	run.logf("limiter: Redis footprint of 1000 active sites, then idle")
-	fp, err := MeasureFootprint(ctx, run.rdb, 1000)
+	fp, err := measureFootprint(ctx, run.rdb, 1000)
 	if err != nil {
 		return err
 	}
 	r.Footprint = &fp
 	run.logf("limiter: a burst of 300 callers on a busy site, in 1 and 4 processes, %d rounds per algorithm", run.n.rounds)
-	r.Burst, err = Burst(ctx, addr, 300, []int{1, 4}, run.n.rounds)
+	r.Burst, err = measureBurst(ctx, addr, 300, []int{1, 4}, run.n.rounds)
 	return err
 }
 
 func (run *runner) hotSite(ctx context.Context) (err error) {
 	s := run.r.HotSpec
 	run.logf("hot site: %d processes x %d waiters, limit %d, %s holds, %s per algorithm", s.Procs, s.WaitersPerProc, s.Limit, s.Hold, s.Duration)
-	run.r.HotSite, err = HotSite(ctx, s)
+	run.r.HotSite, err = measureHotSite(ctx, s)
 	return err
 }
 
 func (run *runner) crawl(ctx context.Context) (err error) {
 	r, s := run.r, run.r.CrawlSpec
-	run.logf("crawl: %d sites x %d pages, %s each, cap %d; polite %v with %v processes, %d crawls each", s.Sites, s.Pages, s.Latency, siteCap, CrawlModes, run.n.procs, run.n.runs)
-	if r.Crawl, err = Utilisation(ctx, s, run.n.procs, s.workers(), run.n.runs); err != nil {
+	run.logf("crawl: %d sites x %d pages, %s each, cap %d; polite %v with %v processes, %d crawls each", s.Sites, s.Pages, s.Latency, siteCap, crawlModes, run.n.procs, run.n.runs)
+	if r.Crawl, err = utilisation(ctx, s, run.n.procs, s.workers(), run.n.runs); err != nil {
 		return err
 	}
 	for _, n := range run.n.collyProcs { // 1 is the reference; 4 shows what colly alone does to a site
 		run.logf("crawl: colly alone, %d process(es)", n)
-		row, err := CollyAlone(ctx, s, n)
+		row, err := collyAlone(ctx, s, n)
 		if err != nil {
 			return err
 		}
@@ -126,11 +126,11 @@ func (run *runner) crawl(ctx context.Context) (err error) {
 func (run *runner) scale(ctx context.Context) (err error) {
 	r := run.r
 	run.logf("scale: %v sites; %v workers in one process", run.n.scaleSites, run.n.scaleWorkers)
-	if r.Scale, err = Scale(ctx, r.CrawlSpec, run.n.scaleSites, run.n.scaleWorkers, run.n.scaleSecs); err != nil {
+	if r.Scale, err = scaleCrawls(ctx, r.CrawlSpec, run.n.scaleSites, run.n.scaleWorkers, run.n.scaleSecs); err != nil {
 		return err
 	}
 	run.logf("scale: Redis memory per URL seen, %d URLs", run.n.seenURLs)
-	seen, err := SeenMemory(ctx, run.rdb, run.n.seenURLs)
+	seen, err := seenMemory(ctx, run.rdb, run.n.seenURLs)
 	if err != nil {
 		return err
 	}
@@ -140,25 +140,25 @@ func (run *runner) scale(ctx context.Context) (err error) {
 
 func (run *runner) cluster(ctx context.Context) (err error) {
 	s := run.r.CrawlSpec
-	run.logf("cluster: the crawl on a Redis Cluster of %d masters, %d processes, %d shards, %v", clusterMasters, clusterProcs, clusterShards, CrawlModes)
-	run.r.Cluster, err = ClusterCrawl(ctx, s, clusterMasters, clusterProcs, s.workers()/clusterProcs, clusterShards)
+	run.logf("cluster: the crawl on a Redis Cluster of %d masters, %d processes, %d shards, %v", clusterMasters, clusterProcs, clusterShards, crawlModes)
+	run.r.Cluster, err = clusterCrawls(ctx, s, clusterMasters, clusterProcs, s.workers()/clusterProcs, clusterShards)
 	return err
 }
 
 func (run *runner) adaptive(ctx context.Context) (err error) {
 	r, runs := run.r, run.n.runs
 	run.logf("adaptive: the fragile site, %d pages, %d processes x %d workers, adaptive off then on, %d crawls each", run.n.fragilePages, fragileProcs, fragileWorkers, runs)
-	if r.Fragile, err = Fragile(ctx, r.CrawlSpec, fragileProcs, fragileWorkers, run.n.fragilePages, runs); err != nil {
+	if r.Fragile, err = fragileCrawls(ctx, r.CrawlSpec, fragileProcs, fragileWorkers, run.n.fragilePages, runs); err != nil {
 		return err
 	}
 	run.logf("adaptive: the healthy crawl, atomic, 1 process, adaptive off and on by turns, %d crawls each", runs)
-	r.Healthy, err = HealthyAdaptive(ctx, r.CrawlSpec, "atomic", r.CrawlSpec.workers(), runs)
+	r.Healthy, err = healthyAdaptive(ctx, r.CrawlSpec, "atomic", r.CrawlSpec.workers(), runs)
 	return err
 }
 
 func (run *runner) robots(context.Context) (err error) {
 	run.logf("robots: Allowed on an 8 KiB path against hostile robots.txt files")
-	run.r.Robots, err = Robots(8, 200)
+	run.r.Robots, err = robotsCost(8, 200)
 	return err
 }
 

@@ -44,7 +44,7 @@ func (r *Report) crawlSummary(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  crawl       %-32s %4.0f%% of ideal, %.3f× colly alone%s, most at once %d (cap %d)\n", x.Name, 100*x.Util, x.VsColly, cost, x.MaxAtOnce, x.Cap)
 	}
-	for _, x := range PerCoreByMode(r.Crawl) {
+	for _, x := range perCoreByMode(r.Crawl) {
 		fmt.Fprintf(w, "  redis core  %-28s %s Redis CPU per page: one Redis core serves %.0f pages/s (×M masters, as long as sites spread over them)\n",
 			"polite "+x.Mode, x.CPU.Round(time.Microsecond), x.PagesSec)
 	}
