@@ -181,41 +181,7 @@ func measureThroughput(ctx context.Context, addr string, g, sites int, d time.Du
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: g + 4})
 	defer rdb.Close()
 	run := func(name string, op func(ctx context.Context, i int64) error) (ThroughputRow, error) {
-		cpu0, err := redisCPU(ctx, rdb)
-		if err != nil {
-			return ThroughputRow{}, err
-		}
-		ctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		var n, ok atomic.Int64
-		var wg sync.WaitGroup
-		var firstErr atomic.Value
-		start := time.Now()
-		for w := 0; w < g; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					err := op(ctx, n.Add(1))
-					if err == nil {
-						ok.Add(1)
-					} else if ctx.Err() == nil {
-						firstErr.CompareAndSwap(nil, err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		took := time.Since(start)
-		if err, _ := firstErr.Load().(error); err != nil {
-			return ThroughputRow{}, fmt.Errorf("bench: %s: %w", name, err)
-		}
-		cpu1, err := redisCPU(context.WithoutCancel(ctx), rdb)
-		if err != nil || ok.Load() == 0 {
-			return ThroughputRow{}, fmt.Errorf("bench: %s: %d operations, %v", name, ok.Load(), err)
-		}
-		return ThroughputRow{Alg: name, PerSec: float64(ok.Load()) / took.Seconds(), RedisCPU: (cpu1 - cpu0) / time.Duration(ok.Load())}, nil
+		return throughputOf(ctx, rdb, g, d, name, op)
 	}
 	ping, err := run(AlgPing, func(ctx context.Context, _ int64) error { return rdb.Ping(ctx).Err() })
 	if err != nil {
@@ -246,6 +212,47 @@ func measureThroughput(ctx context.Context, addr string, g, sites int, d time.Du
 		rows[i].VsPing, rows[i].VsBook = rows[i].PerSec/ping.PerSec, rows[i].PerSec/book
 	}
 	return rows, nil
+}
+
+// throughputOf runs op from g goroutines for d (op's i counts its calls)
+// and returns name's row: operations that succeeded per second and Redis
+// CPU per operation. The first error while d lasts ends the run.
+func throughputOf(ctx context.Context, rdb *redis.Client, g int, d time.Duration, name string, op func(ctx context.Context, i int64) error) (ThroughputRow, error) {
+	cpu0, err := redisCPU(ctx, rdb)
+	if err != nil {
+		return ThroughputRow{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var n, ok atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for w := 0; w < g; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				err := op(ctx, n.Add(1))
+				if err == nil {
+					ok.Add(1)
+				} else if ctx.Err() == nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if err, _ := firstErr.Load().(error); err != nil {
+		return ThroughputRow{}, fmt.Errorf("bench: %s: %w", name, err)
+	}
+	cpu1, err := redisCPU(context.WithoutCancel(ctx), rdb)
+	if err != nil || ok.Load() == 0 {
+		return ThroughputRow{}, fmt.Errorf("bench: %s: %d operations, %v", name, ok.Load(), err)
+	}
+	return ThroughputRow{Alg: name, PerSec: float64(ok.Load()) / took.Seconds(), RedisCPU: (cpu1 - cpu0) / time.Duration(ok.Load())}, nil
 }
 
 // Footprint is what active and idle sites cost Redis.
