@@ -13,7 +13,9 @@ import (
 // ChartsDir is where Write puts the SVG charts, inside its dir.
 const ChartsDir = "bench-charts"
 
-// Write puts BENCHMARKS.md in dir and its SVG charts in dir/bench-charts.
+// Write puts BENCHMARKS.md in dir and its SVG charts in dir/bench-charts,
+// replacing any there, with a verdict per goal the run can judge ("Goals at
+// a glance"). It returns the first error creating or writing a file.
 func (r *Report) Write(dir string) error {
 	if err := os.MkdirAll(filepath.Join(dir, ChartsDir), 0o755); err != nil {
 		return fmt.Errorf("bench: %w", err)

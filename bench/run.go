@@ -18,16 +18,18 @@ import (
 
 // Options configure Run.
 type Options struct {
-	Quick     bool     // under a minute: small counts, for CI smoke runs
-	Only      []string // sections to run (default all)
-	Exe       string   // the crawler binary (worker processes run it)
-	RedisAddr string   // a redis-server of the run's own: it is flushed and its stats reset
-	UserAgent string   // for the crawls (default "politebot/0.1")
-	Command   string   // how the run was started, for the report
-	Log       io.Writer
+	Quick     bool      // under a minute: small counts, for CI smoke runs
+	Only      []string  // sections to run (default all)
+	Exe       string    // the crawler binary (worker processes run it)
+	RedisAddr string    // a redis-server of the run's own: it is flushed and its stats reset
+	UserAgent string    // for the crawls (default "politebot/0.1")
+	Command   string    // how the run was started, for the report
+	Log       io.Writer // a line per step as the run goes, "bench: …" (default: discarded)
 }
 
-// Report is everything one run measured.
+// Report is everything one run measured: a section that did not run
+// leaves its fields empty, and Write and Summary leave it out. Its figures
+// are judged against the bench's goals only when written (Write).
 type Report struct {
 	Started     time.Time
 	Took        time.Duration
