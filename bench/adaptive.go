@@ -3,13 +3,11 @@ package bench
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
-	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/polite-crawler/polite/limiter"
@@ -84,27 +82,13 @@ func (s CrawlSpec) fragile(ctx context.Context, adaptive bool, procs, workers, p
 	args = append(args, fragileArgs...)
 	args = append(args, site.URL+"/")
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make([]error, procs)
-	for i := range procs {
-		cmd := exec.CommandContext(ctx, s.Exe, args...)
-		var out strings.Builder
-		cmd.Stderr = &out
-		if err := cmd.Start(); err != nil {
-			return FragileRow{}, err
-		}
-		wg.Go(func() { // owned here: ends with the process
-			if err := cmd.Wait(); err != nil {
-				tail := out.String()
-				errs[i] = fmt.Errorf("bench: fragile crawl: %w: %s", err, tail[max(0, len(tail)-500):])
-			}
-		})
+	kids, err := startChildren(ctx, s.Exe, procs, func() []string { return args })
+	if err != nil {
+		return FragileRow{}, err
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return FragileRow{}, err
-		}
+	<-kids.done()
+	if err := errors.Join(kids.errs...); err != nil {
+		return FragileRow{}, fmt.Errorf("bench: fragile crawl: %w", err)
 	}
 	st := ts.Stats().Sites[0]
 	row := FragileRow{Adaptive: adaptive, Procs: procs, Workers: workers, Pages: st.Status2xx - st.RobotsFetches, Seconds: time.Since(start).Seconds(),
