@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -180,7 +181,7 @@ type finished struct {
 // scanLog reads a crawler run's log to its end: the Redis round trips its
 // "crawl finished" record reports, less those for robots.txt (the goal
 // excepts them), and its last few lines for errors.
-func scanLog(r interface{ Read([]byte) (int, error) }) (trips int64, tail []string) {
+func scanLog(r io.Reader) (trips int64, tail []string) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -192,6 +193,7 @@ func scanLog(r interface{ Read([]byte) (int, error) }) (trips int64, tail []stri
 			tail = tail[1:]
 		}
 	}
+	io.Copy(io.Discard, r) // past a line too long to scan: the process must not block on a full pipe
 	return trips, tail
 }
 
