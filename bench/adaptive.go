@@ -3,13 +3,11 @@ package bench
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
-	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/polite-crawler/polite/limiter"
@@ -42,10 +40,10 @@ type FragileRow struct {
 // 10-second crawl off for most of a minute.
 var fragileArgs = []string{"--adaptive-backoff", "1s", "--adaptive-backoff-max", "10s", "--adaptive-forgive", "10s"}
 
-// Fragile crawls one fragile site with procs processes of workers each,
+// fragileCrawls crawls one fragile site with procs processes of workers each,
 // adaptive off and then on (and so on, runs times, the median by pages/s
 // kept), and reads what the site saw.
-func Fragile(ctx context.Context, s CrawlSpec, procs, workers, pages, runs int) ([]FragileRow, error) {
+func fragileCrawls(ctx context.Context, s CrawlSpec, procs, workers, pages, runs int) ([]FragileRow, error) {
 	var out []FragileRow
 	for _, on := range []bool{false, true} {
 		var all []FragileRow
@@ -79,32 +77,18 @@ func (s CrawlSpec) fragile(ctx context.Context, adaptive bool, procs, workers, p
 	defer ts.Close()
 	site := ts.Sites()[0]
 	crawl := fmt.Sprintf("bench-fragile-%d", time.Now().UnixNano())
-	args := append([]string{"run", "--redis", "redis://" + s.RedisAddr, "--crawl", crawl, "--prefix", crawl,
-		"--workers", strconv.Itoa(workers), "--user-agent", s.UserAgent, "--progress", "1h", "--timeout", "30s",
-		"--visibility", "1m", "--max-attempts", "5", "--sitemaps=false", "--adaptive=" + strconv.FormatBool(adaptive)}, fragileArgs...)
+	args := append(s.runArgs(crawl, workers, "--redis", "redis://"+s.RedisAddr),
+		"--max-attempts", "5", "--sitemaps=false", "--adaptive="+strconv.FormatBool(adaptive))
+	args = append(args, fragileArgs...)
 	args = append(args, site.URL+"/")
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make([]error, procs)
-	for i := range procs {
-		cmd := exec.CommandContext(ctx, s.Exe, args...)
-		var out strings.Builder
-		cmd.Stderr = &out
-		if err := cmd.Start(); err != nil {
-			return FragileRow{}, err
-		}
-		wg.Go(func() { // owned here: ends with the process
-			if err := cmd.Wait(); err != nil {
-				tail := out.String()
-				errs[i] = fmt.Errorf("bench: fragile crawl: %w: %s", err, tail[max(0, len(tail)-500):])
-			}
-		})
+	kids, err := startChildren(ctx, s.Exe, procs, func() []string { return args })
+	if err != nil {
+		return FragileRow{}, err
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return FragileRow{}, err
-		}
+	<-kids.done()
+	if err := errors.Join(kids.errs...); err != nil {
+		return FragileRow{}, fmt.Errorf("bench: fragile crawl: %w", err)
 	}
 	st := ts.Stats().Sites[0]
 	row := FragileRow{Adaptive: adaptive, Procs: procs, Workers: workers, Pages: st.Status2xx - st.RobotsFetches, Seconds: time.Since(start).Seconds(),
@@ -126,11 +110,11 @@ func (s CrawlSpec) fragile(ctx context.Context, adaptive bool, procs, workers, p
 	return row, nil
 }
 
-// HealthyAdaptive crawls the bench's healthy sites with one process in
+// healthyAdaptive crawls the bench's healthy sites with one process in
 // mode, adaptive on and off by turns, runs times each, and returns the
 // median row of each (off first): the controller must not take a busy
 // machine's noise for a suffering site.
-func HealthyAdaptive(ctx context.Context, s CrawlSpec, mode string, workers, runs int) ([]CrawlRow, error) {
+func healthyAdaptive(ctx context.Context, s CrawlSpec, mode string, workers, runs int) ([]CrawlRow, error) {
 	var off, on []CrawlRow
 	for range runs {
 		for _, adaptive := range []bool{false, true} {

@@ -28,8 +28,8 @@ const (
 	AlgTokenList = "token list (BLPOP/RPUSH)"
 )
 
-// Algorithms lists them in report order.
-var Algorithms = []string{AlgLocked, AlgAtomic, AlgBookLocked, AlgBookFair}
+// algorithms lists them in report order.
+var algorithms = []string{AlgLocked, AlgAtomic, AlgBookLocked, AlgBookFair}
 
 // holder takes and gives back permits of one algorithm, blocking.
 type holder interface {

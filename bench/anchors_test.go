@@ -165,7 +165,7 @@ func TestRelateToTokens(t *testing.T) {
 // several (it fetches each page once per process).
 func TestRelateToColly(t *testing.T) {
 	rows := []CrawlRow{{Name: "polite locked, 1 process(es)", Mode: "locked", Steady: 1140},
-		{Name: "colly alone, 4 process(es)", Procs: 4, Steady: 4000}, {Name: "colly alone, 1 process(es)", Procs: 1, Steady: 1200}}
+		{Name: "colly alone, 4 process(es)", Peer: true, Procs: 4, Steady: 4000}, {Name: "colly alone, 1 process(es)", Peer: true, Procs: 1, Steady: 1200}}
 	relateToColly(rows)
 	if rows[0].VsColly != 0.95 || rows[2].VsColly != 1 {
 		t.Errorf("ratios %v, %v; want 0.95, 1", rows[0].VsColly, rows[2].VsColly)
@@ -179,9 +179,9 @@ func TestPerCoreByMode(t *testing.T) {
 		{Name: "polite locked, 1 process(es)", Mode: "locked", Pages: 100, RedisCPU: 40 * time.Microsecond},
 		{Name: "polite locked, 2 process(es)", Mode: "locked", Pages: 300, RedisCPU: 60 * time.Microsecond},
 		{Name: "polite atomic, 1 process(es)", Mode: "atomic", Pages: 100, RedisCPU: 20 * time.Microsecond},
-		{Name: "colly alone, 1 process(es)", Procs: 1, Pages: 100},
+		{Name: "colly alone, 1 process(es)", Peer: true, Procs: 1, Pages: 100},
 	}
-	pc := PerCoreByMode(rows)
+	pc := perCoreByMode(rows)
 	if len(pc) != 2 || pc[0].Mode != "locked" || pc[0].CPU != 55*time.Microsecond || pc[1].CPU != 20*time.Microsecond || pc[1].PagesSec != 50000 {
 		t.Errorf("per core %+v", pc)
 	}
@@ -216,7 +216,7 @@ func TestCrawlVerdicts(t *testing.T) {
 	}
 }
 
-// Uncontended keeps its two baselines apart from what it counts: the
+// measureUncontended keeps its two baselines apart from what it counts: the
 // back-to-back PINGs add no round trips or commands to a pair (atomic is
 // one round trip each way), and each ratio divides by its own baseline.
 func TestUncontendedBaselines(t *testing.T) {

@@ -23,7 +23,7 @@ func TestBurst(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rows, err := Burst(ctx, srv.Addr, 40, []int{1, 2}, 2)
+	rows, err := measureBurst(ctx, srv.Addr, 40, []int{1, 2}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,11 +31,11 @@ type ClusterRow struct {
 	Masters []ClusterMaster
 }
 
-// ClusterCrawl crawls the spec's sites with procs `crawler run` processes
+// clusterCrawls crawls the spec's sites with procs `crawler run` processes
 // on a Cluster of masters redis-servers of its own (started here, closed
-// on return), in each of CrawlModes, and reads from every master its
+// on return), in each of crawlModes, and reads from every master its
 // share of the crawl's keys and of Redis CPU.
-func ClusterCrawl(ctx context.Context, s CrawlSpec, masters, procs, workers, shards int) ([]ClusterRow, error) {
+func clusterCrawls(ctx context.Context, s CrawlSpec, masters, procs, workers, shards int) ([]ClusterRow, error) {
 	cl, err := redistest.StartCluster(masters)
 	if err != nil {
 		return nil, fmt.Errorf("bench: cluster: %w", err)
@@ -52,7 +52,7 @@ func ClusterCrawl(ctx context.Context, s CrawlSpec, masters, procs, workers, sha
 		defer nodes[i].Close()
 	}
 	var rows []ClusterRow
-	for _, mode := range CrawlModes {
+	for _, mode := range crawlModes {
 		row, err := s.clusterCrawl(ctx, cl.Addrs(), nodes, mode, procs, workers, shards)
 		if err != nil {
 			return nil, err
@@ -79,9 +79,8 @@ func (s CrawlSpec) clusterCrawl(ctx context.Context, addrs []string, nodes []*re
 	spec := s
 	spec.RedisAddr = addrs[0] // crawl's own CPU figure is one node's: replaced below by all of them
 	row, err := spec.crawl(ctx, name, procs, workers, func(seeds []string) []string {
-		return append([]string{"run", "--redis-cluster", strings.Join(addrs, ","), "--crawl", crawlName, "--prefix", crawlName,
-			"--shards", strconv.Itoa(shards), "--semaphore", mode, "--workers", strconv.Itoa(workers), "--user-agent", s.UserAgent,
-			"--progress", "1h", "--timeout", "30s", "--visibility", "1m"}, seeds...)
+		args := append(s.runArgs(crawlName, workers, "--redis-cluster", strings.Join(addrs, ",")), "--shards", strconv.Itoa(shards), "--semaphore", mode)
+		return append(args, seeds...)
 	})
 	if err != nil {
 		return ClusterRow{}, err

@@ -33,6 +33,12 @@ type HandoffRow struct {
 	OverCapStart int64         // requests that started with limit already in flight
 }
 
+// keptCap reports whether the hot site never had more than limit requests
+// in flight, nor one start with limit already in flight.
+func (x HandoffRow) keptCap(limit int) bool {
+	return x.MaxAtOnce <= int64(limit) && x.OverCapStart == 0
+}
+
 // HotSiteSpec says how to run the hot-site figure.
 type HotSiteSpec struct {
 	Exe                   string // the crawler binary, run as `bench-worker` per process
@@ -42,88 +48,108 @@ type HotSiteSpec struct {
 	Hold, Duration        time.Duration
 }
 
-// HotSiteAlgorithms are the hot site's rows in report order: the token
+// hotSiteAlgorithms are the hot site's rows in report order: the token
 // list, the physical anchor, first.
-var HotSiteAlgorithms = append([]string{AlgTokenList}, Algorithms...)
+var hotSiteAlgorithms = append([]string{AlgTokenList}, algorithms...)
 
 // hotSite is the site every hot-site waiter takes permits of.
 const hotSite = "hot.example"
 
-// HotSite runs every algorithm of HotSiteAlgorithms on one site through
+// measureHotSite runs every algorithm of hotSiteAlgorithms on one site through
 // spec.Procs processes, one after the other, and relates each row's
 // grants/s to the token list's.
-func HotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
+func measureHotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: spec.RedisAddr})
 	defer rdb.Close()
 	var rows []HandoffRow
-	for i, alg := range HotSiteAlgorithms {
-		prefix := fmt.Sprintf("bench:h%d", i)
-		if alg == AlgTokenList { // a fresh list of exactly Limit tokens, whatever an earlier run left
-			prefix = fmt.Sprintf("bench:h%d:%d", i, time.Now().UnixNano())
-			if err := fillTokens(ctx, rdb, prefix, hotSite, spec.Limit, spec.Duration+time.Minute); err != nil {
-				return nil, err
-			}
-		}
-		// One test site of one page that takes Hold to answer; it counts
-		// requests in flight against Limit.
-		ts, err := testserver.New(testserver.Profile{Name: "bench-hot", Seed: 1, DefaultCap: spec.Limit,
-			Sites: []testserver.SiteSpec{{Pages: 1, Latency: testserver.Duration(spec.Hold), PageBytes: 64}}}, testserver.WithControl(""))
-		if err == nil {
-			err = ts.Start()
-		}
+	for i, alg := range hotSiteAlgorithms {
+		row, err := spec.row(ctx, rdb, fmt.Sprintf("bench:h%d", i), alg)
 		if err != nil {
-			return nil, fmt.Errorf("bench: hot site: %w", err)
-		}
-		results := make([]workerResult, spec.Procs)
-		errs := make([]error, spec.Procs)
-		var wg sync.WaitGroup
-		for p := 0; p < spec.Procs; p++ {
-			cmd := exec.CommandContext(ctx, spec.Exe, "bench-worker", "--redis", spec.RedisAddr, "--alg", alg,
-				"--prefix", prefix, "--url", ts.Sites()[0].URL+"/p/0",
-				"--waiters", strconv.Itoa(spec.WaitersPerProc), "--limit", strconv.Itoa(spec.Limit), "--duration", spec.Duration.String())
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				out, err := cmd.Output()
-				if err == nil {
-					err = json.Unmarshal(out, &results[p])
-				}
-				errs[p] = err
-			}()
-		}
-		wg.Wait()
-		st := ts.Stats().Sites[0]
-		ts.Close()
-		var grants []int64
-		var total, holdNs int64
-		var secs float64
-		for p, r := range results {
-			if errs[p] != nil {
-				return nil, fmt.Errorf("bench: %s worker %d: %w", alg, p, errs[p])
-			}
-			for _, g := range r.Grants {
-				grants = append(grants, g)
-				total += g
-			}
-			holdNs += r.HoldNs
-			secs = max(secs, r.Seconds)
-		}
-		row := HandoffRow{Alg: alg, Grants: total, MaxAtOnce: int64(st.MaxInFlight), OverCapStart: st.OverCap, Jain: jain(grants)}
-		if total > 0 && secs > 0 {
-			row.PerSec = float64(total) / secs
-			row.Hold = time.Duration(holdNs / total)
-			row.PctNominal = 100 * row.PerSec * spec.Hold.Seconds() / float64(spec.Limit)
-			row.PctOfHolds = 100 * row.PerSec * row.Hold.Seconds() / float64(spec.Limit)
-		}
-		if alg == AlgTokenList {
-			if err := checkTokens(ctx, rdb, prefix, spec.Limit); err != nil {
-				return nil, err
-			}
+			return nil, err
 		}
 		rows = append(rows, row)
 	}
 	relateToTokens(rows)
 	return rows, nil
+}
+
+// row runs alg's waiters, with keys under prefix, against a test site of
+// one page that takes Hold to answer and counts requests in flight.
+func (spec HotSiteSpec) row(ctx context.Context, rdb *redis.Client, prefix, alg string) (HandoffRow, error) {
+	if alg == AlgTokenList { // a fresh list of exactly Limit tokens, whatever an earlier run left
+		prefix = fmt.Sprintf("%s:%d", prefix, time.Now().UnixNano())
+		if err := fillTokens(ctx, rdb, prefix, hotSite, spec.Limit, spec.Duration+time.Minute); err != nil {
+			return HandoffRow{}, err
+		}
+	}
+	ts, err := testserver.New(testserver.Profile{Name: "bench-hot", Seed: 1, DefaultCap: spec.Limit,
+		Sites: []testserver.SiteSpec{{Pages: 1, Latency: testserver.Duration(spec.Hold), PageBytes: 64}}}, testserver.WithControl(""))
+	if err == nil {
+		err = ts.Start()
+	}
+	if err != nil {
+		return HandoffRow{}, fmt.Errorf("bench: hot site: %w", err)
+	}
+	results, errs := spec.runWorkers(ctx, alg, prefix, ts.Sites()[0].URL+"/p/0")
+	st := ts.Stats().Sites[0]
+	ts.Close()
+	for p, err := range errs {
+		if err != nil {
+			return HandoffRow{}, fmt.Errorf("bench: %s worker %d: %w", alg, p, err)
+		}
+	}
+	row := spec.handoffRow(alg, results)
+	row.MaxAtOnce, row.OverCapStart = int64(st.MaxInFlight), st.OverCap
+	if alg == AlgTokenList {
+		if err := checkTokens(ctx, rdb, prefix, spec.Limit); err != nil {
+			return HandoffRow{}, err
+		}
+	}
+	return row, nil
+}
+
+// runWorkers runs spec.Procs `crawler bench-worker` processes of alg and
+// waits for their figures, which each writes as JSON on its stdout.
+func (spec HotSiteSpec) runWorkers(ctx context.Context, alg, prefix, url string) ([]workerResult, []error) {
+	results := make([]workerResult, spec.Procs)
+	errs := make([]error, spec.Procs)
+	var wg sync.WaitGroup
+	for p := 0; p < spec.Procs; p++ {
+		cmd := exec.CommandContext(ctx, spec.Exe, "bench-worker", "--redis", spec.RedisAddr, "--alg", alg, "--prefix", prefix, "--url", url,
+			"--waiters", strconv.Itoa(spec.WaitersPerProc), "--limit", strconv.Itoa(spec.Limit), "--duration", spec.Duration.String())
+		wg.Go(func() { // ends with the process
+			out, err := cmd.Output()
+			if err == nil {
+				err = json.Unmarshal(out, &results[p])
+			}
+			errs[p] = err
+		})
+	}
+	wg.Wait()
+	return results, errs
+}
+
+// handoffRow adds up the workers' figures for alg.
+func (spec HotSiteSpec) handoffRow(alg string, results []workerResult) HandoffRow {
+	var grants []int64
+	var total, holdNs int64
+	var secs float64
+	for _, r := range results {
+		for _, g := range r.Grants {
+			grants = append(grants, g)
+			total += g
+		}
+		holdNs += r.HoldNs
+		secs = max(secs, r.Seconds)
+	}
+	row := HandoffRow{Alg: alg, Grants: total, Jain: jain(grants)}
+	if total > 0 && secs > 0 {
+		row.PerSec = float64(total) / secs
+		row.Hold = time.Duration(holdNs / total)
+		row.PctNominal = 100 * row.PerSec * spec.Hold.Seconds() / float64(spec.Limit)
+		row.PctOfHolds = 100 * row.PerSec * row.Hold.Seconds() / float64(spec.Limit)
+	}
+	return row
 }
 
 // checkTokens checks that every token came back once the workers ended,

@@ -27,13 +27,13 @@ type LatencyRow struct {
 	Commands   float64       // commands Redis ran per pair, those inside scripts included (INFO commandstats)
 }
 
-// Uncontended measures n acquire+release pairs per algorithm on one site,
+// measureUncontended measures n acquire+release pairs per algorithm on one site,
 // each after two PINGs on the same connection pool, and what a pair costs
 // in round trips and in commands Redis runs; then, on the same client, n
 // pairs of PINGs back-to-back, the baseline a warm connection allows.
-func Uncontended(ctx context.Context, addr string, n int) ([]LatencyRow, error) {
+func measureUncontended(ctx context.Context, addr string, n int) ([]LatencyRow, error) {
 	var rows []LatencyRow
-	for _, alg := range Algorithms {
+	for _, alg := range algorithms {
 		row, err := uncontended(ctx, addr, alg, "bench:u:"+strconv.Itoa(len(rows)), n)
 		if err != nil {
 			return nil, fmt.Errorf("bench: %s: %w", alg, err)
@@ -174,55 +174,21 @@ type ThroughputRow struct {
 // AlgPing names the PING baseline in the throughput rows.
 const AlgPing = "PING (the baseline)"
 
-// Throughput runs g goroutines over sites sites for d per algorithm (the
+// measureThroughput runs g goroutines over sites sites for d per algorithm (the
 // book's unlocked semaphore is left out: it is not safe), and PINGs the same
 // way for the baseline, which is the first row.
-func Throughput(ctx context.Context, addr string, g, sites int, d time.Duration) ([]ThroughputRow, error) {
+func measureThroughput(ctx context.Context, addr string, g, sites int, d time.Duration) ([]ThroughputRow, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: g + 4})
 	defer rdb.Close()
 	run := func(name string, op func(ctx context.Context, i int64) error) (ThroughputRow, error) {
-		cpu0, err := redisCPU(ctx, rdb)
-		if err != nil {
-			return ThroughputRow{}, err
-		}
-		ctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		var n, ok atomic.Int64
-		var wg sync.WaitGroup
-		var firstErr atomic.Value
-		start := time.Now()
-		for w := 0; w < g; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					err := op(ctx, n.Add(1))
-					if err == nil {
-						ok.Add(1)
-					} else if ctx.Err() == nil {
-						firstErr.CompareAndSwap(nil, err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		took := time.Since(start)
-		if err, _ := firstErr.Load().(error); err != nil {
-			return ThroughputRow{}, fmt.Errorf("bench: %s: %w", name, err)
-		}
-		cpu1, err := redisCPU(context.WithoutCancel(ctx), rdb)
-		if err != nil || ok.Load() == 0 {
-			return ThroughputRow{}, fmt.Errorf("bench: %s: %d operations, %v", name, ok.Load(), err)
-		}
-		return ThroughputRow{Alg: name, PerSec: float64(ok.Load()) / took.Seconds(), RedisCPU: (cpu1 - cpu0) / time.Duration(ok.Load())}, nil
+		return throughputOf(ctx, rdb, g, d, name, op)
 	}
 	ping, err := run(AlgPing, func(ctx context.Context, _ int64) error { return rdb.Ping(ctx).Err() })
 	if err != nil {
 		return nil, err
 	}
 	rows := []ThroughputRow{ping}
-	for i, alg := range Algorithms[:3] {
+	for i, alg := range algorithms[:3] {
 		h, err := newHolder(rdb, alg, "bench:t:"+strconv.Itoa(i), 3)
 		if err != nil {
 			return nil, err
@@ -248,6 +214,47 @@ func Throughput(ctx context.Context, addr string, g, sites int, d time.Duration)
 	return rows, nil
 }
 
+// throughputOf runs op from g goroutines for d (op's i counts its calls)
+// and returns name's row: operations that succeeded per second and Redis
+// CPU per operation. The first error while d lasts ends the run.
+func throughputOf(ctx context.Context, rdb *redis.Client, g int, d time.Duration, name string, op func(ctx context.Context, i int64) error) (ThroughputRow, error) {
+	cpu0, err := redisCPU(ctx, rdb)
+	if err != nil {
+		return ThroughputRow{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var n, ok atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for w := 0; w < g; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				err := op(ctx, n.Add(1))
+				if err == nil {
+					ok.Add(1)
+				} else if ctx.Err() == nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if err, _ := firstErr.Load().(error); err != nil {
+		return ThroughputRow{}, fmt.Errorf("bench: %s: %w", name, err)
+	}
+	cpu1, err := redisCPU(context.WithoutCancel(ctx), rdb)
+	if err != nil || ok.Load() == 0 {
+		return ThroughputRow{}, fmt.Errorf("bench: %s: %d operations, %v", name, ok.Load(), err)
+	}
+	return ThroughputRow{Alg: name, PerSec: float64(ok.Load()) / took.Seconds(), RedisCPU: (cpu1 - cpu0) / time.Duration(ok.Load())}, nil
+}
+
 // Footprint is what active and idle sites cost Redis.
 type Footprint struct {
 	BytesPerActiveSite float64
@@ -255,10 +262,10 @@ type Footprint struct {
 	IdleWait           time.Duration
 }
 
-// MeasureFootprint holds one permit on each of n sites to measure memory per
+// measureFootprint holds one permit on each of n sites to measure memory per
 // active site, releases them, and counts the keys still there once the key
 // TTL (3 leases) has passed.
-func MeasureFootprint(ctx context.Context, rdb *redis.Client, n int) (Footprint, error) {
+func measureFootprint(ctx context.Context, rdb *redis.Client, n int) (Footprint, error) {
 	const lease = 300 * time.Millisecond
 	before, err := usedMemory(ctx, rdb)
 	if err != nil {

@@ -9,10 +9,6 @@ import (
 	"github.com/polite-crawler/polite/robots"
 )
 
-// RobotsGoal is the most one robots.Policy.Allowed check may cost on an
-// 8 KiB path, whatever the site's robots.txt says.
-const RobotsGoal = 5 * time.Millisecond
-
 // RobotsRow is the cost of Allowed against one hostile robots.txt.
 type RobotsRow struct {
 	Name     string // which file
@@ -23,13 +19,13 @@ type RobotsRow struct {
 	PerCheck time.Duration // mean
 }
 
-// Robots times Allowed against the two hostile files on a path of pathKiB
+// robotsCost times Allowed against the two hostile files on a path of pathKiB
 // KiB of 'a's, and against the distinct file on a path of "aaaa<n>/" for
 // n = 0, 1, … (a thousand pieces almost occur in it); and against files of
 // 3-byte pieces, "/*xyz" on a path of letter pairs and "/*Zj*xyz" on a path
 // where each xyz occurs only before "Zj". It times checks calls of each
 // (after one untimed call).
-func Robots(pathKiB, checks int) ([]RobotsRow, error) {
+func robotsCost(pathKiB, checks int) ([]RobotsRow, error) {
 	as := "/" + strings.Repeat("a", pathKiB<<10)
 	same, sameLines := hostile.WildcardFile(robots.MaxBytes, false)
 	distinct, distinctLines := hostile.WildcardFile(robots.MaxBytes, true)
@@ -64,8 +60,8 @@ func Robots(pathKiB, checks int) ([]RobotsRow, error) {
 func (r *Report) robotsVerdicts() []verdict {
 	var v []verdict
 	for _, x := range r.Robots {
-		v = append(v, verdict{fmt.Sprintf("robots.txt check, %d KiB path, %s", x.PathKiB, x.Name), "≤ " + us(RobotsGoal) + " per Allowed",
-			us(x.PerCheck), x.PerCheck <= RobotsGoal})
+		v = append(v, verdict{fmt.Sprintf("robots.txt check, %d KiB path, %s", x.PathKiB, x.Name), goals.robotsPerPath.String(),
+			us(x.PerCheck), goals.robotsPerPath.met(float64(x.PerCheck))})
 	}
 	return v
 }
@@ -84,6 +80,6 @@ func (r *Report) robotsSection(p func(string, ...any)) {
 		p("| %s | %d | %d KiB | %d KiB | %d | **%s** |", x.Name, x.Lines, x.FileKiB, x.PathKiB, x.Checks, us(x.PerCheck))
 	}
 	p("")
-	p("Goal: ≤ %s per check.", us(RobotsGoal))
+	p("Goal: %s per check.", goals.robotsPerPath.short())
 	p("")
 }

@@ -11,7 +11,7 @@ import (
 // The robots section measures the hostile files and reports each against
 // the goal, in its own section and among the goals.
 func TestRobotsSection(t *testing.T) {
-	rows, err := Robots(1, 2)
+	rows, err := robotsCost(1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

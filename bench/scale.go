@@ -5,11 +5,11 @@ import (
 	"fmt"
 )
 
-// Scale shows how the crawl's cost grows: with the number of sites (one
+// scaleCrawls shows how the crawl's cost grows: with the number of sites (one
 // process of 32 workers) and with the workers in a process (20 sites). Each
 // crawl is sized to last about secs at the ideal rate, so the figures
 // compare like with like.
-func Scale(ctx context.Context, base CrawlSpec, sites, workers []int, secs float64) ([]CrawlRow, error) {
+func scaleCrawls(ctx context.Context, base CrawlSpec, sites, workers []int, secs float64) ([]CrawlRow, error) {
 	var rows []CrawlRow
 	pagesFor := func(nSites, slots int) int {
 		ideal := float64(slots) / base.Latency.Seconds()

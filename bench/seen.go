@@ -17,10 +17,10 @@ type SeenRow struct {
 	AvgURLSize float64
 }
 
-// SeenMemory admits n URLs (of 1,000 sites, about 60 bytes each) to a fresh
+// seenMemory admits n URLs (of 1,000 sites, about 60 bytes each) to a fresh
 // crawl with the default 16 shards and measures its seen sets
 // (frontier.SeenFootprint), beside one SET of the same URLs, in the same run.
-func SeenMemory(ctx context.Context, rdb *redis.Client, n int) (SeenRow, error) {
+func seenMemory(ctx context.Context, rdb *redis.Client, n int) (SeenRow, error) {
 	f := frontier.New(rdb, &frontier.Options{Prefix: "bench:seen", Crawl: "seen"})
 	set := "bench:seen:urlset"
 	var total int64

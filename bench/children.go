@@ -1,0 +1,253 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/polite-crawler/polite/testserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// crawl runs procs processes, each started with argv(seeds), against fresh
+// sites and measures what the sites saw.
+func (s CrawlSpec) crawl(ctx context.Context, name string, procs, workers int, argv func(seeds []string) []string) (CrawlRow, error) {
+	ts, err := testserver.New(s.profile(), testserver.WithControl(""))
+	if err != nil {
+		return CrawlRow{}, err
+	}
+	if err := ts.Start(); err != nil {
+		return CrawlRow{}, err
+	}
+	defer ts.Close()
+	var seeds []string
+	for _, site := range ts.Sites() {
+		seeds = append(seeds, site.URL+"/")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr})
+	defer rdb.Close()
+	cpu0, err := redisCPU(ctx, rdb)
+	if err != nil {
+		return CrawlRow{}, err
+	}
+	busy0, start := machineCPU(), time.Now()
+	kids, err := startChildren(ctx, s.Exe, procs, func() []string { return argv(seeds) })
+	if err != nil {
+		return CrawlRow{}, err
+	}
+	samples := samplePages(ts, start, kids.done())
+	if err := errors.Join(kids.errs...); err != nil {
+		return CrawlRow{}, fmt.Errorf("bench: %s: %w", name, err)
+	}
+	row := CrawlRow{Name: name, Procs: procs, Workers: workers, Sites: s.Sites, Cap: siteCap, Seconds: time.Since(start).Seconds(),
+		Ideal: float64(min(procs*workers, s.slots())) / s.Latency.Seconds(), MachineBusy: machineCPU().busySince(busy0)}
+	row.addSites(ts.Stats().Sites)
+	if t := steadySpan(samples, row.Pages); t > 0 {
+		row.Steady = 0.8 * float64(row.Pages) / t.Seconds()
+		row.Util = row.Steady / row.Ideal
+	}
+	if row.Pages > 0 {
+		row.RoundTrips = float64(kids.trips()) / float64(row.Pages)
+		if cpu1, err := redisCPU(ctx, rdb); err == nil {
+			row.RedisCPU = (cpu1 - cpu0) / time.Duration(row.Pages)
+		}
+	}
+	return row, nil
+}
+
+// addSites adds up what the test sites counted.
+func (row *CrawlRow) addSites(sites []testserver.SiteStats) {
+	for _, st := range sites {
+		row.Pages += st.Pages
+		row.Duplicates += st.DuplicateFetches
+		row.MaxAtOnce = max(row.MaxAtOnce, st.MaxInFlight)
+		row.OverCap += st.OverCap
+		row.Disallowed += st.DisallowedHits
+		row.RobotsFetches += st.RobotsFetches
+	}
+}
+
+// sample is the pages the sites had answered t into a crawl.
+type sample struct {
+	t     time.Duration
+	pages int64
+}
+
+// samplePages counts the sites' pages every 25 ms until done is closed,
+// and once more then.
+func samplePages(ts *testserver.Server, start time.Time, done <-chan struct{}) []sample {
+	var samples []sample
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-tick.C:
+		}
+		var pages int64
+		for _, st := range ts.Stats().Sites {
+			pages += st.Pages
+		}
+		samples = append(samples, sample{time.Since(start), pages})
+	}
+	return samples
+}
+
+// steadySpan is how long the crawl took from 10% to 90% of its pages
+// (0 when the samples cannot tell).
+func steadySpan(samples []sample, pages int64) time.Duration {
+	var t10, t90 time.Duration
+	for _, sm := range samples {
+		if t10 == 0 && sm.pages >= pages/10 {
+			t10 = sm.t
+		}
+		if t90 == 0 && sm.pages >= pages*9/10 {
+			t90 = sm.t
+		}
+	}
+	if t90 > t10 {
+		return t90 - t10
+	}
+	return 0
+}
+
+// children are a crawl's worker processes. Each one's stderr is read to
+// its end by a goroutine that ends with the process; errs and roundTrips
+// are set once done is closed.
+type children struct {
+	wg         sync.WaitGroup
+	errs       []error
+	roundTrips []int64
+}
+
+// startChildren starts procs processes of exe with argv()'s arguments.
+func startChildren(ctx context.Context, exe string, procs int, argv func() []string) (*children, error) {
+	c := &children{errs: make([]error, procs), roundTrips: make([]int64, procs)}
+	for i := 0; i < procs; i++ {
+		cmd := exec.CommandContext(ctx, exe, argv()...)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		c.wg.Go(func() {
+			var tail []string
+			c.roundTrips[i], tail = scanLog(stderr)
+			if err := cmd.Wait(); err != nil {
+				c.errs[i] = fmt.Errorf("%w; last lines: %s", err, strings.Join(tail, " | "))
+			}
+		})
+	}
+	return c, nil
+}
+
+// done is closed when every process has ended.
+func (c *children) done() <-chan struct{} {
+	d := make(chan struct{})
+	go func() { c.wg.Wait(); close(d) }() // ends with the processes
+	return d
+}
+
+// trips is the Redis round trips all the processes reported, robots.txt's
+// excepted.
+func (c *children) trips() int64 {
+	var total int64
+	for _, n := range c.roundTrips {
+		total += n
+	}
+	return total
+}
+
+// finished is the figures a `crawler run` child reports in its last log
+// record, which bench asks for as JSON (--log-format json).
+type finished struct {
+	Msg        string `json:"msg"`
+	RoundTrips int64  `json:"redis_round_trips"`
+	Robots     int64  `json:"redis_round_trips_robots"`
+}
+
+// scanLog reads a crawler run's log to its end: the Redis round trips its
+// "crawl finished" record reports, less those for robots.txt (the goal
+// excepts them), and its last few lines for errors.
+func scanLog(r io.Reader) (trips int64, tail []string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var rec finished
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "crawl finished" {
+			trips = rec.RoundTrips - rec.Robots
+		}
+		if tail = append(tail, sc.Text()); len(tail) > 5 {
+			tail = tail[1:]
+		}
+	}
+	io.Copy(io.Discard, r) // past a line too long to scan: the process must not block on a full pipe
+	return trips, tail
+}
+
+// runArgs are the arguments every `crawler run` child of the bench starts
+// with: target names its Redis ("--redis", URL or "--redis-cluster",
+// addresses), crawl its crawl and key prefix, so no crawl finds another's
+// robots.txt cached. Its log is JSON, for scanLog.
+func (s CrawlSpec) runArgs(crawl string, workers int, target ...string) []string {
+	return append(append([]string{"run"}, target...), "--crawl", crawl, "--prefix", crawl, "--workers", strconv.Itoa(workers),
+		"--user-agent", s.UserAgent, "--progress", "1h", "--timeout", "30s", "--visibility", "1m", "--log-format", "json")
+}
+
+// redisCPU is the CPU time Redis has used (INFO cpu, user + system).
+func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
+	f, err := info(ctx, rdb, "cpu")
+	if err != nil {
+		return 0, err
+	}
+	var secs float64
+	for _, k := range []string{"used_cpu_sys", "used_cpu_user"} {
+		v, err := strconv.ParseFloat(f[k], 64)
+		if err != nil {
+			return 0, fmt.Errorf("bench: INFO cpu %s: %w", k, err)
+		}
+		secs += v
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// cpuTimes is the machine's CPU time so far (/proc/stat), busy and all.
+type cpuTimes struct{ busy, total float64 }
+
+func machineCPU() cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var t cpuTimes
+	for i, v := range f[1:min(len(f), 9)] { // user … steal; guest time is already in user
+		n, _ := strconv.ParseFloat(v, 64)
+		t.total += n
+		if i != 3 && i != 4 { // idle, iowait
+			t.busy += n
+		}
+	}
+	return t
+}
+
+// busySince is the share of CPU time busy since t0 (0 when unknown).
+func (t cpuTimes) busySince(t0 cpuTimes) float64 {
+	if t.total <= t0.total {
+		return 0
+	}
+	return (t.busy - t0.busy) / (t.total - t0.total)
+}

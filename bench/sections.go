@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// sections are a run's parts, in the order they run.
+var sections = []struct {
+	name string
+	run  func(*runner, context.Context) error
+}{
+	{"limiter", (*runner).limiter}, {"hotsite", (*runner).hotSite}, {"crawl", (*runner).crawl}, {"scale", (*runner).scale},
+	{"cluster", (*runner).cluster}, {"adaptive", (*runner).adaptive}, {"robots", (*runner).robots},
+}
+
+// Sections names a run's parts, in the order they run; Options.Only picks
+// some.
+var Sections = func() []string {
+	var names []string
+	for _, s := range sections {
+		names = append(names, s.name)
+	}
+	return names
+}()
+
+// CheckSections returns an error naming the first of names that is not
+// one of Sections, and nil when all are.
+func CheckSections(names []string) error {
+	for _, s := range names {
+		if !slices.Contains(Sections, s) {
+			return fmt.Errorf("unknown section %q (known: %s)", s, strings.Join(Sections, ", "))
+		}
+	}
+	return nil
+}
+
+// sizes are a run's counts and durations.
+type sizes struct {
+	pairs                    int           // uncontended acquire+release pairs per algorithm
+	tput, hot                time.Duration // per algorithm: throughput, hot site
+	rounds                   int           // burst rounds per algorithm
+	crawlPages               int           // per site
+	procs, collyProcs        []int         // processes of our crawls, of colly alone's
+	runs                     int           // crawls per row, the median kept
+	scaleSites, scaleWorkers []int
+	scaleSecs                float64 // how long each scale crawl is sized to last
+	seenURLs, fragilePages   int
+}
+
+var (
+	fullSizes = sizes{pairs: 3000, tput: 5 * time.Second, hot: 10 * time.Second, rounds: 5, crawlPages: 300, procs: []int{1, 2, 4},
+		collyProcs: []int{1, 4}, runs: 3, scaleSites: []int{10, 100, 1000}, scaleWorkers: []int{1, 4, 16, 64}, scaleSecs: 4,
+		seenURLs: 100000, fragilePages: 200}
+	// quickSizes are --quick's: under a minute, for CI smoke runs.
+	quickSizes = sizes{pairs: 300, tput: time.Second, hot: 2 * time.Second, rounds: 1, crawlPages: 25, procs: []int{1, 2},
+		collyProcs: []int{1}, runs: 1, scaleSites: []int{10, 100}, scaleWorkers: []int{1, 16}, scaleSecs: 0.5,
+		seenURLs: 5000, fragilePages: 60}
+)
+
+// runner is one Run: its options, the report it fills and its counts.
+type runner struct {
+	o   Options
+	r   *Report
+	rdb *redis.Client
+	n   sizes
+}
+
+func (run *runner) on(section string) bool {
+	return len(run.o.Only) == 0 || slices.Contains(run.o.Only, section)
+}
+
+func (run *runner) logf(format string, a ...any) { fmt.Fprintf(run.o.Log, "bench: "+format+"\n", a...) }
+
+func (run *runner) limiter(ctx context.Context) (err error) {
+	r, addr := run.r, run.o.RedisAddr
+	run.logf("limiter: uncontended acquire+release, %d pairs per algorithm", run.n.pairs)
+	if r.Uncontended, err = measureUncontended(ctx, addr, run.n.pairs); err != nil {
+		return err
+	}
+	run.logf("limiter: throughput, 64 goroutines over 1000 sites, %s per algorithm", run.n.tput)
+	if r.Throughput, err = measureThroughput(ctx, addr, 64, 1000, run.n.tput); err != nil {
+		return err
+	}
+	run.logf("limiter: Redis footprint of 1000 active sites, then idle")
+	fp, err := measureFootprint(ctx, run.rdb, 1000)
+	if err != nil {
+		return err
+	}
+	r.Footprint = &fp
+	run.logf("limiter: a burst of 300 callers on a busy site, in 1 and 4 processes, %d rounds per algorithm", run.n.rounds)
+	r.Burst, err = measureBurst(ctx, addr, 300, []int{1, 4}, run.n.rounds)
+	return err
+}
+
+func (run *runner) hotSite(ctx context.Context) (err error) {
+	s := run.r.HotSpec
+	run.logf("hot site: %d processes x %d waiters, limit %d, %s holds, %s per algorithm", s.Procs, s.WaitersPerProc, s.Limit, s.Hold, s.Duration)
+	run.r.HotSite, err = measureHotSite(ctx, s)
+	return err
+}
+
+func (run *runner) crawl(ctx context.Context) (err error) {
+	r, s := run.r, run.r.CrawlSpec
+	run.logf("crawl: %d sites x %d pages, %s each, cap %d; polite %v with %v processes, %d crawls each", s.Sites, s.Pages, s.Latency, siteCap, crawlModes, run.n.procs, run.n.runs)
+	if r.Crawl, err = utilisation(ctx, s, run.n.procs, s.workers(), run.n.runs); err != nil {
+		return err
+	}
+	for _, n := range run.n.collyProcs { // 1 is the reference; 4 shows what colly alone does to a site
+		run.logf("crawl: colly alone, %d process(es)", n)
+		row, err := collyAlone(ctx, s, n)
+		if err != nil {
+			return err
+		}
+		r.Crawl = append(r.Crawl, row)
+	}
+	relateToColly(r.Crawl)
+	return nil
+}
+
+func (run *runner) scale(ctx context.Context) (err error) {
+	r := run.r
+	run.logf("scale: %v sites; %v workers in one process", run.n.scaleSites, run.n.scaleWorkers)
+	if r.Scale, err = scaleCrawls(ctx, r.CrawlSpec, run.n.scaleSites, run.n.scaleWorkers, run.n.scaleSecs); err != nil {
+		return err
+	}
+	run.logf("scale: Redis memory per URL seen, %d URLs", run.n.seenURLs)
+	seen, err := seenMemory(ctx, run.rdb, run.n.seenURLs)
+	if err != nil {
+		return err
+	}
+	r.Seen = &seen
+	return nil
+}
+
+func (run *runner) cluster(ctx context.Context) (err error) {
+	s := run.r.CrawlSpec
+	run.logf("cluster: the crawl on a Redis Cluster of %d masters, %d processes, %d shards, %v", clusterMasters, clusterProcs, clusterShards, crawlModes)
+	run.r.Cluster, err = clusterCrawls(ctx, s, clusterMasters, clusterProcs, s.workers()/clusterProcs, clusterShards)
+	return err
+}
+
+func (run *runner) adaptive(ctx context.Context) (err error) {
+	r, runs := run.r, run.n.runs
+	run.logf("adaptive: the fragile site, %d pages, %d processes x %d workers, adaptive off then on, %d crawls each", run.n.fragilePages, fragileProcs, fragileWorkers, runs)
+	if r.Fragile, err = fragileCrawls(ctx, r.CrawlSpec, fragileProcs, fragileWorkers, run.n.fragilePages, runs); err != nil {
+		return err
+	}
+	run.logf("adaptive: the healthy crawl, atomic, 1 process, adaptive off and on by turns, %d crawls each", runs)
+	r.Healthy, err = healthyAdaptive(ctx, r.CrawlSpec, "atomic", r.CrawlSpec.workers(), runs)
+	return err
+}
+
+func (run *runner) robots(context.Context) (err error) {
+	run.logf("robots: Allowed on an 8 KiB path against hostile robots.txt files")
+	run.r.Robots, err = robotsCost(8, 200)
+	return err
+}
+
+// The cluster section's crawl: 3 masters (the Redis Cluster minimum), the
+// crawler's default shard count.
+const clusterMasters, clusterProcs, clusterShards = 3, 2, 16
+
+// The adaptive section's fragile crawl: 4 processes, each with
+// as many workers as the site's cap, so that without the controller the
+// fleet keeps the cap full.
+const fragileProcs, fragileWorkers = 4, 3
