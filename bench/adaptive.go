@@ -113,11 +113,13 @@ func (s CrawlSpec) fragile(ctx context.Context, adaptive bool, procs, workers, p
 // healthyAdaptive crawls the bench's healthy sites with one process in
 // mode, adaptive on and off by turns, runs times each, and returns the
 // median row of each (off first): the controller must not take a busy
-// machine's noise for a suffering site.
+// machine's noise for a suffering site. The turns go off, on, then on,
+// off, and so on, so that neither setting always runs second (after its
+// twin has warmed, or tired, the machine).
 func healthyAdaptive(ctx context.Context, s CrawlSpec, mode string, workers, runs int) ([]CrawlRow, error) {
 	var off, on []CrawlRow
-	for range runs {
-		for _, adaptive := range []bool{false, true} {
+	for i := range runs {
+		for _, adaptive := range healthyTurns(i) {
 			name := fmt.Sprintf("polite %s, 1 process, adaptive %s", mode, map[bool]string{true: "on", false: "off"}[adaptive])
 			row, err := s.politeArgs(ctx, name, mode, 1, workers, "--adaptive="+strconv.FormatBool(adaptive))
 			if err != nil {
@@ -131,4 +133,13 @@ func healthyAdaptive(ctx context.Context, s CrawlSpec, mode string, workers, run
 		}
 	}
 	return []CrawlRow{medianOf(off), medianOf(on)}, nil
+}
+
+// healthyTurns is round i's order of the healthy crawls: adaptive off
+// then on in even rounds, on then off in odd ones.
+func healthyTurns(i int) []bool {
+	if i%2 == 1 {
+		return []bool{true, false}
+	}
+	return []bool{false, true}
 }

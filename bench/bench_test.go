@@ -224,3 +224,18 @@ func TestSeenMemory(t *testing.T) {
 		t.Fatalf("%+v: want 20000 URLs, each %s and less than kept whole", s, goals.seenBytes)
 	}
 }
+
+// Neither setting of the healthy comparison always runs second.
+func TestHealthyTurnsAlternate(t *testing.T) {
+	var second []bool
+	for i := range 4 {
+		turns := healthyTurns(i)
+		if len(turns) != 2 || turns[0] == turns[1] {
+			t.Fatalf("round %d: %v, want off and on once each", i, turns)
+		}
+		second = append(second, turns[1])
+	}
+	if second[0] == second[1] || second[1] != second[3] {
+		t.Fatalf("second crawls of rounds 0..3: %v; want alternating", second)
+	}
+}

@@ -115,7 +115,7 @@ func (r *Report) adaptiveSection(p func(string, ...any)) {
 		p("")
 	}
 	if len(r.Healthy) > 0 {
-		p("The healthy crawl of the crawl section (%d sites × %d pages, %s), one process, adaptive off and on by turns: the controller must not take this busy machine's noise for a suffering site. Goal: the steady rate with it on %s× with it off.", r.CrawlSpec.Sites, r.CrawlSpec.Pages, r.CrawlSpec.Latency, goals.healthyRate.short())
+		p("The healthy crawl of the crawl section (%d sites × %d pages, %s), one process, adaptive off and on by turns (off then on, then on then off, and so on; the median of each shown): the controller must not take this busy machine's noise for a suffering site. Goal: the steady rate with it on %s× with it off.", r.CrawlSpec.Sites, r.CrawlSpec.Pages, r.CrawlSpec.Latency, goals.healthyRate.short())
 		p("")
 		crawlTable(p, r.Healthy)
 		p("")
