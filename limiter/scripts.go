@@ -23,11 +23,17 @@ var (
 	ceilingLua string
 	//go:embed adaptive.lua
 	adaptiveLua string
+	//go:embed backoff.lua
+	backoffLua string
+	//go:embed status.lua
+	statusLua string
 
 	acquireScript = redis.NewScript(commonLua + youngLua + ceilingLua + adaptiveLua + acquireLua)
 	checkScript   = redis.NewScript(commonLua + ceilingLua + adaptiveLua + checkLua)
 	releaseScript = redis.NewScript(commonLua + ceilingLua + adaptiveLua + releaseLua)
 	lockedScript  = redis.NewScript(commonLua + youngLua + ceilingLua + adaptiveLua + lockedLua)
+	backoffScript = redis.NewScript(commonLua + backoffLua)
+	statusScript  = redis.NewScript(commonLua + statusLua)
 )
 
 // Script states, as the scripts return them.

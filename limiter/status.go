@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,16 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/polite-crawler/polite/internal/redisinfo"
-)
-
-var (
-	//go:embed backoff.lua
-	backoffLua string
-	//go:embed status.lua
-	statusLua string
-
-	backoffScript = redis.NewScript(commonLua + backoffLua)
-	statusScript  = redis.NewScript(commonLua + statusLua)
 )
 
 // Backoff holds every worker of the fleet off site for d (a 429 or 503 with
