@@ -34,11 +34,11 @@ local base, ttl, vis = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local defcap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 local delta = {} -- counts increments, written once at the end (keep)
 
+-- now is the server ms (servertime.lua's now_ms), read once a call.
 local clock
 local function now()
   if not clock then
-    local t = redis.call('TIME')
-    clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    clock = now_ms()
   end
   return clock
 end

@@ -66,6 +66,7 @@ import (
 	"time"
 
 	"github.com/polite-crawler/polite/internal/keyname"
+	"github.com/polite-crawler/polite/internal/servertime"
 	"github.com/polite-crawler/polite/robots"
 	"github.com/redis/go-redis/v9"
 )
@@ -86,13 +87,13 @@ var (
 	//go:embed register.lua
 	registerLua string
 
-	nextScript   = redis.NewScript(commonLua + nextLua)
-	addScript    = redis.NewScript(commonLua + addLua)
-	settleScript = redis.NewScript(commonLua + settleLua)
-	holdScript   = redis.NewScript(commonLua + holdLua)
+	nextScript   = redis.NewScript(servertime.Lua + commonLua + nextLua)
+	addScript    = redis.NewScript(servertime.Lua + commonLua + addLua)
+	settleScript = redis.NewScript(servertime.Lua + commonLua + settleLua)
+	holdScript   = redis.NewScript(servertime.Lua + commonLua + holdLua)
 	// meta.lua and register.lua are on keys of their own, not a shard's.
-	metaScript     = redis.NewScript(metaLua)
-	registerScript = redis.NewScript(registerLua)
+	metaScript     = redis.NewScript(servertime.Lua + metaLua)
+	registerScript = redis.NewScript(servertime.Lua + registerLua)
 )
 
 var (

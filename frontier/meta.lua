@@ -15,9 +15,7 @@
 --         nothing: it may only be joining, before the crawl is seeded.
 -- Returns {stored shard count, stored scope rules or '' for none yet}.
 if redis.call('HSETNX', KEYS[1], 'shards', ARGV[1]) == 1 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('HSET', KEYS[1], 'created', now)
+  redis.call('HSET', KEYS[1], 'created', now_ms())
 end
 local rules = redis.call('HGET', KEYS[1], 'scope_rules')
 if not rules then

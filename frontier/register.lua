@@ -4,8 +4,7 @@
 --                   process refreshes them; the key itself lives as long as
 --                   its longest-lived entry
 -- ARGV[1] crawl name   ARGV[2] the crawl's TTL ms
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local ttl = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)

@@ -104,7 +104,7 @@ func TestReleaseOnOneRoundTrip(t *testing.T) {
 		prefix := testPrefix(t)
 		l := newLimiter(t, rdb, Options{Mode: mode, Prefix: prefix})
 		other := newLimiter(t, newClient(t), Options{Mode: mode, Prefix: prefix})
-		if err := rdb.ScriptLoad(ctx, commonLua+releaseLua).Err(); err != nil {
+		if err := releaseScript.Load(ctx, rdb).Err(); err != nil {
 			t.Fatal(err) // (TestReleaseOnNoScript tests the path without it)
 		}
 		p, err := l.Acquire(ctx, "rt.example", 1)

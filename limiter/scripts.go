@@ -4,6 +4,8 @@ import (
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/polite-crawler/polite/internal/servertime"
 )
 
 var (
@@ -28,12 +30,15 @@ var (
 	//go:embed status.lua
 	statusLua string
 
-	acquireScript = redis.NewScript(commonLua + youngLua + ceilingLua + adaptiveLua + acquireLua)
-	checkScript   = redis.NewScript(commonLua + ceilingLua + adaptiveLua + checkLua)
-	releaseScript = redis.NewScript(commonLua + ceilingLua + adaptiveLua + releaseLua)
-	lockedScript  = redis.NewScript(commonLua + youngLua + ceilingLua + adaptiveLua + lockedLua)
-	backoffScript = redis.NewScript(commonLua + backoffLua)
-	statusScript  = redis.NewScript(commonLua + statusLua)
+	// prelude starts every script: the server's clock, then common.lua.
+	prelude = servertime.Lua + commonLua
+
+	acquireScript = redis.NewScript(prelude + youngLua + ceilingLua + adaptiveLua + acquireLua)
+	checkScript   = redis.NewScript(prelude + ceilingLua + adaptiveLua + checkLua)
+	releaseScript = redis.NewScript(prelude + ceilingLua + adaptiveLua + releaseLua)
+	lockedScript  = redis.NewScript(prelude + youngLua + ceilingLua + adaptiveLua + lockedLua)
+	backoffScript = redis.NewScript(prelude + backoffLua)
+	statusScript  = redis.NewScript(prelude + statusLua)
 )
 
 // Script states, as the scripts return them.
