@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	os.Setenv("REDIS_ADDR", srv.Addr) // for the examples
 	code := m.Run()
 	srv.Close()
 	os.Exit(code)
