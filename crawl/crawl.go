@@ -6,6 +6,14 @@
 // Redis in one round trip. The semaphore still guards every request: a
 // site found full (another crawl sharing it) is waited for briefly in its
 // fair line, then put back for later.
+//
+// Run one Crawler per process, on the frontier, limiter and robots cache
+// its workers share; Progress and Outcomes may be read while Run runs. Run
+// returns nil when the crawl is done or ctx ends, and an error only when
+// it cannot start (invalid frontier options, scope rules that differ from
+// the crawl's). A URL that fails is an outcome in the results, not an
+// error; SeedsFailed says, after Run, whether no seed could be fetched
+// (ErrNoSeedReached).
 package crawl
 
 import (

@@ -7,6 +7,14 @@
 // (WithReservation); it then releases it itself, for example in the round
 // trip that settles the URL. RobotsTransport takes the permits of
 // robots.txt requests. NewCollector sets colly up on a Transport.
+//
+// Transport, RobotsTransport and AddrTransport are safe for concurrent use;
+// one of each serves every worker of a process. A request robots.txt
+// forbids fails with a *DisallowedError (ErrDisallowed); one that failed
+// for want of a permit, or lost its permit mid-request, wraps
+// robots.ErrNotFetched (and limiter.ErrPermitLost when lost): the crawler's
+// doing, no verdict on the site. Other errors are the server's or the
+// network's, as net/http returns them.
 package fetch
 
 import (
