@@ -212,35 +212,55 @@ func (t *AddrTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx = WithDialAddr(ctx, host, port, addr)
 	trace, refused := t.guard(addr)
 	ctx = httptrace.WithClientTrace(ctx, trace)
-	if t.MaxPerIP <= 0 && timeout <= 0 {
-		resp, err := t.Base.RoundTrip(req.WithContext(ctx))
-		return resp, wrongAddr(req, err, refused)
-	}
 	if t.MaxPerIP <= 0 {
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		resp, err := t.Base.RoundTrip(req.WithContext(rctx))
-		if err != nil {
-			cancel()
-			return nil, wrongAddr(req, err, refused)
-		}
-		resp.Body = &permitBody{ReadCloser: resp.Body, done: func(bool) { cancel() }}
-		return resp, nil
+		return t.sendUncapped(ctx, req, timeout, refused)
 	}
-	wctx, wcancel := withTimeout(ctx, timeout)
-	if dl, ok := ctx.Deadline(); ok && timeout <= 0 {
-		// The request's deadline covers the wait and the request: the wait
-		// gets half of what is left, so that a request that never had its
-		// permit ends as ours (ErrNotFetched), not as the server's timeout.
-		wcancel()
-		wctx, wcancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
-	}
-	t.waiting.Add(1)
-	p, err := AcquireAddr(wctx, t.Limiter, addr, t.MaxPerIP)
-	t.waiting.Add(-1)
-	wcancel()
+	p, err := t.waitAddr(ctx, addr, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w (%w)", err, robots.ErrNotFetched)
 	}
+	return t.sendHolding(ctx, req, p, timeout, refused)
+}
+
+// sendUncapped sends req under ctx with no address permit, within timeout
+// if it is positive (its body then ends the timeout when done).
+func (t *AddrTransport) sendUncapped(ctx context.Context, req *http.Request, timeout time.Duration, refused *atomic.Bool) (*http.Response, error) {
+	if timeout <= 0 {
+		resp, err := t.Base.RoundTrip(req.WithContext(ctx))
+		return resp, wrongAddr(req, err, refused)
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	resp, err := t.Base.RoundTrip(req.WithContext(rctx))
+	if err != nil {
+		cancel()
+		return nil, wrongAddr(req, err, refused)
+	}
+	resp.Body = &permitBody{ReadCloser: resp.Body, done: func(bool) { cancel() }}
+	return resp, nil
+}
+
+// waitAddr takes addr's permit, waiting at most timeout if it is positive,
+// else at most half of what is left of ctx's deadline, so that a request
+// that never had its permit ends as ours (ErrNotFetched), not as the
+// server's timeout.
+func (t *AddrTransport) waitAddr(ctx context.Context, addr netip.Addr, timeout time.Duration) (*limiter.Permit, error) {
+	wctx, wcancel := withTimeout(ctx, timeout)
+	if dl, ok := ctx.Deadline(); ok && timeout <= 0 {
+		wcancel()
+		wctx, wcancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+	}
+	defer wcancel()
+	t.waiting.Add(1)
+	defer t.waiting.Add(-1)
+	return AcquireAddr(wctx, t.Limiter, addr, t.MaxPerIP)
+}
+
+// sendHolding sends req under the address permit p, kept alive until the
+// response's body is done (or the request fails), then released. A request
+// that fails once p is lost wraps limiter.ErrPermitLost and
+// robots.ErrNotFetched. A body closed early first waits AbortGrace, as the
+// server sends on until it notices.
+func (t *AddrTransport) sendHolding(ctx context.Context, req *http.Request, p *limiter.Permit, timeout time.Duration, refused *atomic.Bool) (*http.Response, error) {
 	kctx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
 	p.KeepAlive(kctx) // ends at Release, at loss, or when the body is done
 	pctx, pcancel := p.Context(ctx)

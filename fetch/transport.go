@@ -7,19 +7,25 @@
 // (WithReservation); it then releases it itself, for example in the round
 // trip that settles the URL. RobotsTransport takes the permits of
 // robots.txt requests. NewCollector sets colly up on a Transport.
+//
+// Transport, RobotsTransport and AddrTransport are safe for concurrent use;
+// one of each serves every worker of a process. A request robots.txt
+// forbids fails with a *DisallowedError (ErrDisallowed); one that failed
+// for want of a permit, or lost its permit mid-request, wraps
+// robots.ErrNotFetched (and limiter.ErrPermitLost when lost): the crawler's
+// doing, no verdict on the site. Other errors are the server's or the
+// network's, as net/http returns them.
 package fetch
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"reflect"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -195,21 +201,12 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 	site := p.Site()
 	kctx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
 	p.KeepAlive(kctx) // ends at Release, at loss, or when the body is done
-	rctx, cancel := p.Context(ctx)
-	if _, ok := t.base().(*AddrTransport); ok && timeout > 0 {
-		// The request's time starts once it holds its address permit too:
-		// a wait for the address is the crawler's, not the server's.
-		rctx = WithAddrTimeout(rctx, timeout)
-	} else if timeout > 0 {
-		pcancel := cancel
-		tctx, tcancel := context.WithTimeout(rctx, timeout)
-		rctx, cancel = tctx, func() { tcancel(); pcancel() }
-	}
+	rctx, cancel := t.requestContext(ctx, p, timeout)
+	stop := func() { cancel(); stopKeep() }
 	rctx, clk := trace(rctx)
 	resp, err := t.base().RoundTrip(req.WithContext(rctx))
 	if err != nil {
-		cancel()
-		stopKeep()
+		stop()
 		p.SetOutcome(limiter.Outcome{Class: failure(ctx, p, err)})
 		t.releaseNow(p, r)
 		if p.Err() != nil {
@@ -236,11 +233,38 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 	if sample {
 		out.TTFB = clk.ttfb()
 	}
+	resp.Body = t.heldBody(ctx, resp, p, r, clk, out, sample, stop)
+	return resp, nil
+}
+
+// requestContext is the context a request under p runs in: ended when p is
+// lost (cancel ends it too), and bounded by timeout when it is set. Through
+// an AddrTransport the timeout starts once the request holds its address
+// permit too: a wait for the address is the crawler's, not the server's.
+func (t *Transport) requestContext(ctx context.Context, p *limiter.Permit, timeout time.Duration) (context.Context, context.CancelFunc) {
+	rctx, cancel := p.Context(ctx)
+	if _, ok := t.base().(*AddrTransport); ok && timeout > 0 {
+		rctx = WithAddrTimeout(rctx, timeout)
+	} else if timeout > 0 {
+		pcancel := cancel
+		tctx, tcancel := context.WithTimeout(rctx, timeout)
+		rctx, cancel = tctx, func() { tcancel(); pcancel() }
+	}
+	return rctx, cancel
+}
+
+// heldBody wraps resp's body so that, when it is done, the request's
+// context ends (stop), the fetch is observed, p's outcome is set (out, with
+// the body's failure class, or its time to last byte when sample and the
+// body was read to its end), and p is released: after AbortGrace if the
+// body was closed early, as the site sends on until it notices; by its
+// owner with its settlement when p is r's (Reservation.ReleaseOn).
+func (t *Transport) heldBody(ctx context.Context, resp *http.Response, p *limiter.Permit, r *Reservation, clk *timing, out limiter.Outcome, sample bool, stop func()) *permitBody {
+	site := p.Site()
 	empty := resp.ContentLength == 0 // nothing the site could still be sending
 	body := &permitBody{ReadCloser: resp.Body}
 	body.done = func(early bool) {
-		cancel()
-		stopKeep()
+		stop()
 		t.observe(func(o Observer) { o.Fetched(site, resp.StatusCode, body.n.Load(), time.Since(clk.start)) })
 		if err := body.failed(); err != nil {
 			if c := failure(ctx, p, err); c != limiter.OutcomeNone {
@@ -262,8 +286,7 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 		}
 		// Reserved: the owner releases it, with its settlement (Reservation.ReleaseOn).
 	}
-	resp.Body = body
-	return resp, nil
+	return body
 }
 
 // releaseNow releases p, through r when p is r's.
@@ -341,42 +364,6 @@ func (t *Transport) observe(f func(Observer)) {
 	if t.Observer != nil {
 		f(t.Observer)
 	}
-}
-
-// permitBody releases the permit when the body is closed (not at EOF: a
-// reader may stop early), once, saying whether it was closed before its end.
-type permitBody struct {
-	io.ReadCloser
-	once sync.Once
-	eof  atomic.Bool
-	err  atomic.Pointer[error] // the first read error other than EOF
-	n    atomic.Int64          // bytes read
-	done func(early bool)
-}
-
-func (b *permitBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	if err == io.EOF {
-		b.eof.Store(true)
-	} else if err != nil {
-		b.err.CompareAndSwap(nil, &err)
-	}
-	return n, err
-}
-
-// failed is the first read error other than EOF, or nil.
-func (b *permitBody) failed() error {
-	if e := b.err.Load(); e != nil {
-		return *e
-	}
-	return nil
-}
-
-func (b *permitBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.once.Do(func() { b.done(!b.eof.Load()) })
-	return err
 }
 
 // RetryAfter reads a Retry-After header (seconds or an HTTP date) as a

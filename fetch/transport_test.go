@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,11 @@ import (
 
 var srv *redistest.Server
 
-func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+func TestMain(m *testing.M) {
+	redistest.Main(m, &srv, func(s *redistest.Server) error {
+		return os.Setenv("REDIS_ADDR", s.Addr) // for the examples
+	})
+}
 
 // keyPrefix is the Redis key prefix of the test's keys.
 func keyPrefix(t *testing.T) string { return "t:" + strings.ReplaceAll(t.Name(), "/", ".") }

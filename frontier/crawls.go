@@ -163,14 +163,37 @@ func List(ctx context.Context, rdb redis.UniversalClient, prefix string) (crawls
 	if err := keyname.Check("prefix", prefix); err != nil {
 		return nil, false, fmt.Errorf("frontier: list: %w", err)
 	}
-	names, err := rdb.ZRange(ctx, registryKey(prefix), 0, -1).Result()
+	names, complete, err := crawlNames(ctx, rdb, prefix)
 	if err != nil {
 		return nil, false, fmt.Errorf("frontier: list: %w", err)
+	}
+	crawls, reads, err := readCrawls(ctx, rdb, prefix, names)
+	if err != nil {
+		return nil, false, fmt.Errorf("frontier: list: %w", err)
+	}
+	for i := range crawls {
+		if reads[i] == nil {
+			continue
+		}
+		st := reads[i]()
+		crawls[i].Stats = st
+		crawls[i].State = crawlState(st)
+	}
+	return crawls, complete, nil
+}
+
+// crawlNames lists, sorted and without repeats, the crawls under prefix:
+// those in the registry and those whose meta key a SCAN bounded by
+// ScanBudget finds. complete is false when the SCAN stopped at its budget.
+func crawlNames(ctx context.Context, rdb redis.UniversalClient, prefix string) (names []string, complete bool, err error) {
+	names, err = rdb.ZRange(ctx, registryKey(prefix), 0, -1).Result()
+	if err != nil {
+		return nil, false, err
 	}
 	start := prefix + ":{crawl:"
 	metas, complete, err := scanKeys(ctx, rdb, globEscape(start)+"*}:meta", ScanBudget)
 	if err != nil {
-		return nil, false, fmt.Errorf("frontier: list: %w", err)
+		return nil, false, err
 	}
 	for _, k := range metas {
 		name := strings.TrimSuffix(strings.TrimPrefix(k, start), "}:meta")
@@ -180,7 +203,14 @@ func List(ctx context.Context, rdb redis.UniversalClient, prefix string) (crawls
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
+	return names, complete, nil
+}
 
+// readCrawls reads each named crawl's meta, in one round trip, and then its
+// queue statistics, in another. A crawl whose meta is gone is
+// StateExpired, and its read is nil; the others' reads give their Stats.
+func readCrawls(ctx context.Context, rdb redis.UniversalClient, prefix string, names []string) ([]CrawlInfo, []func() Stats, error) {
+	start := prefix + ":{crawl:"
 	pipe := rdb.Pipeline()
 	hs := make([]*redis.MapStringStringCmd, len(names))
 	ttls := make([]*redis.DurationCmd, len(names))
@@ -189,9 +219,10 @@ func List(ctx context.Context, rdb redis.UniversalClient, prefix string) (crawls
 		hs[i], ttls[i] = pipe.HGetAll(ctx, k), pipe.PTTL(ctx, k)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, false, fmt.Errorf("frontier: list: %w", err)
+		return nil, nil, err
 	}
 	pipe = rdb.Pipeline()
+	var crawls []CrawlInfo
 	var reads []func() Stats
 	for i, name := range names {
 		c := CrawlInfo{Name: name, State: StateExpired}
@@ -204,7 +235,7 @@ func List(ctx context.Context, rdb redis.UniversalClient, prefix string) (crawls
 				l, err = f.newLayout(strconv.Itoa(m.Shards))
 			}
 			if err != nil {
-				return nil, false, fmt.Errorf("frontier: list: crawl %s: %w", name, err)
+				return nil, nil, fmt.Errorf("crawl %s: %w", name, err)
 			}
 		}
 		crawls = append(crawls, c)
@@ -216,25 +247,22 @@ func List(ctx context.Context, rdb redis.UniversalClient, prefix string) (crawls
 	}
 	if len(reads) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, false, fmt.Errorf("frontier: list: %w", err)
+			return nil, nil, err
 		}
 	}
-	for i := range crawls {
-		if reads[i] == nil {
-			continue
-		}
-		st := reads[i]()
-		crawls[i].Stats = st
-		switch {
-		case st.Queued > 0 || st.InFlight > 0:
-			crawls[i].State = StateRunning
-		case st.Over > 0:
-			crawls[i].State = StateLimit
-		default:
-			crawls[i].State = StateDone
-		}
+	return crawls, reads, nil
+}
+
+// crawlState is the state of a crawl, whose meta exists, with stats st.
+func crawlState(st Stats) string {
+	switch {
+	case st.Queued > 0 || st.InFlight > 0:
+		return StateRunning
+	case st.Over > 0:
+		return StateLimit
+	default:
+		return StateDone
 	}
-	return crawls, complete, nil
 }
 
 // scanKeys is SCAN MATCH match over every master (one, but for a

@@ -61,104 +61,144 @@ func Delete(ctx context.Context, rdb redis.UniversalClient, prefix, crawl string
 	if err != nil && !errors.Is(err, ErrNoCrawl) {
 		return fail(err)
 	}
-	// Keys by hash tag, so that each UNLINK stays in one slot.
-	bySlot := map[string][]string{}
-	add := func(keys ...string) {
-		for _, k := range keys {
-			tag := k[strings.IndexByte(k, '{')+1 : strings.IndexByte(k, '}')]
-			bySlot[tag] = append(bySlot[tag], k)
-		}
-	}
+	keys := slotKeys{}
 	crawlTag := "{crawl:" + crawl + "}:"
-	add(prefix+":"+crawlTag+"meta", prefix+":"+crawlTag+"scope")
+	keys.add(prefix+":"+crawlTag+"meta", prefix+":"+crawlTag+"scope")
 	if f != nil {
 		d.Shards = m.Shards
-		lay, _ := f.layout(ctx) // Open stored it
-		pipe := rdb.Pipeline()
-		read := queueStats(ctx, pipe, lay)
-		ready := make([]*redis.StringSliceCmd, len(lay.shards))
-		for i, sh := range lay.shards {
-			ready[i] = pipe.ZRange(ctx, sh.keys[0], 0, -1)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		if d.InFlight, err = addShardKeys(ctx, rdb, f, keys); err != nil {
 			return fail(err)
 		}
-		if d.InFlight = read().InFlight; d.InFlight > 0 && !o.Force {
+		if d.InFlight > 0 && !o.Force {
 			return fail(fmt.Errorf("%w (%d): stop its workers first, or force it", ErrRunning, d.InFlight))
 		}
-		for i, sh := range lay.shards {
-			add(sh.keys...)
-			add(sh.base + "overflow")
-			for b := range seenBuckets {
-				add(sh.base + "seen:" + strconv.Itoa(b))
-			}
-			for _, site := range ready[i].Val() {
-				if site != "" { // the sentinel (common.lua)
-					add(sh.base + "q:" + site)
-				}
-			}
-		}
 	}
-	// Queues whose site left the ready set, and shards of a crawl whose meta
-	// is gone: every key of a tag "s<n>/crawl:<crawl>".
-	scanned, complete, err := scanKeys(ctx, rdb, globEscape(prefix+":{s")+"*"+globEscape("/crawl:"+crawl+"}:")+"*", ScanBudget)
-	if err != nil {
+	if d.Complete, err = addScannedKeys(ctx, rdb, prefix, crawl, keys); err != nil {
 		return fail(err)
 	}
-	d.Complete = complete
-	for _, k := range scanned {
-		if isShardKey(k, prefix, crawl) {
-			add(k)
-		}
-	}
-	// Claims of once-per-crawl work (Claim), in the crawl's own tag.
-	claims, claimsDone, err := scanKeys(ctx, rdb, globEscape(prefix+":"+crawlTag+"claim:")+"*", ScanBudget)
-	if err != nil {
-		return fail(err)
-	}
-	d.Complete = d.Complete && claimsDone
-	add(claims...)
 	reg := registryKey(prefix)
-	pipe := rdb.Pipeline()
-	var exists []*redis.IntCmd
-	tags := make([]string, 0, len(bySlot))
-	for tag, keys := range bySlot {
-		slices.Sort(keys)
-		keys = slices.Compact(keys)
-		bySlot[tag] = keys
-		tags = append(tags, tag)
-		exists = append(exists, pipe.Exists(ctx, keys...))
-	}
-	score := pipe.ZScore(ctx, reg, crawl)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	tags, err := countKeys(ctx, rdb, reg, crawl, keys, &d)
+	if err != nil {
 		return fail(err)
 	}
-	for i, tag := range tags {
-		d.Keys += int(exists[i].Val())
-		for _, k := range bySlot[tag] {
-			if strings.Contains(k, "}:q:") {
-				d.Queues++
-			}
-		}
-	}
-	d.Registered = score.Err() == nil
 	if d.Keys == 0 && !d.Registered {
 		return d, fmt.Errorf("%w: %s under prefix %s", ErrNoCrawl, crawl, prefix)
 	}
 	if o.DryRun {
 		return d, nil
 	}
-	pipe = rdb.Pipeline()
-	for _, tag := range tags {
-		for keys := range slices.Chunk(bySlot[tag], 256) {
-			pipe.Unlink(ctx, keys...)
-		}
-	}
-	pipe.ZRem(ctx, reg, crawl)
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := unlinkKeys(ctx, rdb, reg, crawl, keys, tags); err != nil {
 		return fail(err)
 	}
 	return d, nil
+}
+
+// slotKeys are keys by hash tag, so that each UNLINK stays in one slot.
+type slotKeys map[string][]string
+
+// add files each key under its hash tag.
+func (s slotKeys) add(keys ...string) {
+	for _, k := range keys {
+		tag := k[strings.IndexByte(k, '{')+1 : strings.IndexByte(k, '}')]
+		s[tag] = append(s[tag], k)
+	}
+}
+
+// addShardKeys adds the keys of every shard of f's crawl: its fixed keys,
+// overflow, seen buckets, and the queues its ready set names. It returns
+// the items in flight, read in the same round trip.
+func addShardKeys(ctx context.Context, rdb redis.UniversalClient, f *Frontier, keys slotKeys) (int64, error) {
+	lay, _ := f.layout(ctx) // Open stored it
+	pipe := rdb.Pipeline()
+	read := queueStats(ctx, pipe, lay)
+	ready := make([]*redis.StringSliceCmd, len(lay.shards))
+	for i, sh := range lay.shards {
+		ready[i] = pipe.ZRange(ctx, sh.keys[0], 0, -1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	for i, sh := range lay.shards {
+		keys.add(sh.keys...)
+		keys.add(sh.base + "overflow")
+		for b := range seenBuckets {
+			keys.add(sh.base + "seen:" + strconv.Itoa(b))
+		}
+		for _, site := range ready[i].Val() {
+			if site != "" { // the sentinel (common.lua)
+				keys.add(sh.base + "q:" + site)
+			}
+		}
+	}
+	return read().InFlight, nil
+}
+
+// addScannedKeys adds the keys only a SCAN finds, each SCAN bounded by
+// ScanBudget: queues whose site left the ready set, shards of a crawl whose
+// meta is gone, and the crawl's claims (Claim). complete is false when a
+// SCAN stopped at its budget.
+func addScannedKeys(ctx context.Context, rdb redis.UniversalClient, prefix, crawl string, keys slotKeys) (complete bool, err error) {
+	// Every key of a tag "s<n>/crawl:<crawl>".
+	scanned, complete, err := scanKeys(ctx, rdb, globEscape(prefix+":{s")+"*"+globEscape("/crawl:"+crawl+"}:")+"*", ScanBudget)
+	if err != nil {
+		return false, err
+	}
+	for _, k := range scanned {
+		if isShardKey(k, prefix, crawl) {
+			keys.add(k)
+		}
+	}
+	// Claims of once-per-crawl work (Claim), in the crawl's own tag.
+	claims, claimsDone, err := scanKeys(ctx, rdb, globEscape(prefix+":{crawl:"+crawl+"}:claim:")+"*", ScanBudget)
+	if err != nil {
+		return false, err
+	}
+	keys.add(claims...)
+	return complete && claimsDone, nil
+}
+
+// countKeys sorts and dedups keys, and fills d's Keys, Queues and
+// Registered (whether reg has crawl) in one round trip. It returns the
+// hash tags of keys.
+func countKeys(ctx context.Context, rdb redis.UniversalClient, reg, crawl string, keys slotKeys, d *Deleted) ([]string, error) {
+	pipe := rdb.Pipeline()
+	var exists []*redis.IntCmd
+	tags := make([]string, 0, len(keys))
+	for tag, ks := range keys {
+		slices.Sort(ks)
+		ks = slices.Compact(ks)
+		keys[tag] = ks
+		tags = append(tags, tag)
+		exists = append(exists, pipe.Exists(ctx, ks...))
+	}
+	score := pipe.ZScore(ctx, reg, crawl)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	for i, tag := range tags {
+		d.Keys += int(exists[i].Val())
+		for _, k := range keys[tag] {
+			if strings.Contains(k, "}:q:") {
+				d.Queues++
+			}
+		}
+	}
+	d.Registered = score.Err() == nil
+	return tags, nil
+}
+
+// unlinkKeys UNLINKs keys, tag by tag in chunks of 256, and removes crawl
+// from the registry reg, in one round trip.
+func unlinkKeys(ctx context.Context, rdb redis.UniversalClient, reg, crawl string, keys slotKeys, tags []string) error {
+	pipe := rdb.Pipeline()
+	for _, tag := range tags {
+		for ks := range slices.Chunk(keys[tag], 256) {
+			pipe.Unlink(ctx, ks...)
+		}
+	}
+	pipe.ZRem(ctx, reg, crawl)
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 // isShardKey is whether k is a key of a shard of crawl: its tag is

@@ -52,8 +52,16 @@
 // URLs found past MaxPages wait in a bounded overflow for a process with a
 // higher limit.
 //
-// The key layout is the sharded one: keys of crawls from before it are not
-// read.
+// # Use
+//
+// A Frontier is safe for concurrent use: one per process serves all its
+// workers. A worker loops on Next (or Settle with Next) until ErrDone; an
+// *EmptyError says how long to wait before asking again. Each item it takes
+// must be settled (Settle, Done, Retry, Defer) or given back (Release)
+// before its visibility timeout, or it is handed to another worker and the
+// late settlement returns ErrLost. ErrNoCrawl means a crawl has no keys,
+// and ErrScopeConflict that this process's scope rules differ from the
+// crawl's; a call that fails on Redis's error may be retried.
 package frontier
 
 import (

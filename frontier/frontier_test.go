@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,11 @@ var (
 	crawls atomic.Int64
 )
 
-func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+func TestMain(m *testing.M) {
+	redistest.Main(m, &srv, func(s *redistest.Server) error {
+		return os.Setenv("REDIS_ADDR", s.Addr) // for the examples
+	})
+}
 
 func newFrontier(t testing.TB, o Options) *Frontier {
 	t.Helper()

@@ -26,7 +26,13 @@
 // them, at most one lease later. So a node grants nothing for a site it has
 // no state for until it has been up for a lease plus the site's crawl delay
 // (young.lua; Options.NoRestartGuard).
-
+//
+// A Limiter is safe for concurrent use; one per process is enough. Acquire
+// blocks until a permit is granted or ctx is done; TryAcquire never waits
+// and answers a *BusyError (ErrBusy) when the site is full. Work under a
+// Permit must stop once it is lost (Permit.Done, ErrPermitLost). Errors
+// wrap the sentinels ErrBusy, ErrPermitLost, ErrClosed and ErrInvalid, or
+// ctx's or Redis's error; match them with errors.Is.
 package limiter
 
 import (

@@ -47,11 +47,6 @@ import (
 // the site's ceiling it returns; the others to their own rules.
 func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []outcome, holder string, err error) {
 	lease := l.opts.lease()
-	var ttl time.Duration
-	var guard int64
-	for _, t := range ts {
-		ttl, guard = max(ttl, l.keyTTL(t.rule)), max(guard, l.opts.restartGuard(t.rule))
-	}
 	token := uuid.NewString()
 	sent := l.opts.now()()
 
@@ -64,17 +59,7 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 	default:
 		return nil, holder, nil
 	}
-	outs = make([]outcome, len(ts))
-	from := contributors(ts)
-	args := make([]any, 0, 7+3*len(from)+len(ts))
-	args = append(args, token, ms(lease), ms(ttl), guard, len(from), ms(l.opts.ruleMemory()), l.adapt)
-	for _, c := range from {
-		args = append(args, c.From, c.Limit, ms(c.Delay))
-	}
-	for _, t := range ts {
-		args = append(args, t.id)
-	}
-	v, err := lockedScript.Run(ctx, l.rdb, k.all(), args...).Int64Slice()
+	v, err := lockedScript.Run(ctx, l.rdb, k.all(), l.lockedArgs(token, lease, ts)...).Int64Slice()
 	if err != nil {
 		// The script may have stopped part way: take out what it wrote.
 		l.drop(k, ts)
@@ -86,6 +71,7 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 		return nil, "", nil // the lock was lost: nothing written
 	case len(v) == 2 && v[0] == 2:
 		// The restart guard: nothing written, the lock released.
+		outs = make([]outcome, len(ts))
 		for i := range outs {
 			outs[i] = outcome{state: stYoung, rank: -1, wait: time.Duration(v[1]) * time.Millisecond, sent: sent, rule: ts[i].rule, eff: ts[i].rule}
 		}
@@ -95,6 +81,37 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 		l.unlock(k, token)
 		return nil, "", fmt.Errorf("limiter: acquire %s: unexpected reply %v", k.site, v)
 	}
+	return l.lockedOutcomes(k, ts, v, sent, lease), "", nil
+}
+
+// lockedArgs are locked.lua's ARGV for the batch ts under the lock token:
+// the batch's one key TTL and restart guard (the largest its rules ask
+// for), its contributors' rules, and its tickets' ids in batch order.
+func (l *Limiter) lockedArgs(token string, lease time.Duration, ts []*ticket) []any {
+	var ttl time.Duration
+	var guard int64
+	for _, t := range ts {
+		ttl, guard = max(ttl, l.keyTTL(t.rule)), max(guard, l.opts.restartGuard(t.rule))
+	}
+	from := contributors(ts)
+	args := make([]any, 0, 7+3*len(from)+len(ts))
+	args = append(args, token, ms(lease), ms(ttl), guard, len(from), ms(l.opts.ruleMemory()), l.adapt)
+	for _, c := range from {
+		args = append(args, c.From, c.Limit, ms(c.Delay))
+	}
+	for _, t := range ts {
+		args = append(args, t.id)
+	}
+	return args
+}
+
+// lockedOutcomes are the batch's outcomes from locked.lua's reply v when it
+// took entries: each ticket in batch order is granted while its rank is
+// below its effective cap and the crawl delay has passed, else queued, or
+// busy if it may not queue (TryAcquire). Busy tickets' entries are taken
+// out again.
+func (l *Limiter) lockedOutcomes(k keys, ts []*ticket, v []int64, sent time.Time, lease time.Duration) []outcome {
+	outs := make([]outcome, len(ts))
 	// Ranks count the entries kept ahead: a TryAcquire entry that is not
 	// granted is taken out, so it holds no place.
 	rank, nextAt, oldest, now := int(v[1]), v[2], v[3], v[5]
@@ -128,7 +145,7 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 	if len(out) > 0 {
 		l.drop(k, out)
 	}
-	return outs, "", nil
+	return outs
 }
 
 // contributors are the rules of a batch's tickets that have one (Rule.From),

@@ -14,6 +14,12 @@
 // groups merged; the longest matching rule wins and Allow wins a tie; a bad
 // line is ignored rather than failing the file; 429 and 5xx mean "disallow
 // all". The differential test in this package pins each of these.
+//
+// A Policy is a value, safe to share once parsed; a Cache is safe for
+// concurrent use, one per process. A robots.txt that cannot be fetched is
+// a policy (see Cache), not an error: Cache.Policy fails only when it has
+// no answer, on a fetch the transport could not make (ErrNotFetched), on
+// Redis's or ctx's error, or on a bad URL or prefix; try again later.
 package robots
 
 import (

@@ -155,15 +155,11 @@ func (d *discovery) queue(u *url.URL, depth int) {
 func (d *discovery) read(ctx context.Context, p pending) error {
 	rctx, cancel := context.WithTimeout(ctx, d.o.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, p.u.String(), nil)
+	req, err := d.request(rctx, p.u)
 	if err != nil {
 		d.st.Failed++
 		return nil
 	}
-	if d.f.UserAgent != "" {
-		req.Header.Set("User-Agent", d.f.UserAgent)
-	}
-	req.Header.Set("Accept", "application/xml, text/xml, text/plain;q=0.9, */*;q=0.5")
 	client := d.f.Client
 	if client == nil {
 		client = http.DefaultClient
@@ -175,14 +171,7 @@ func (d *discovery) read(ctx context.Context, p pending) error {
 		return d.ctxErr(ctx)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {
-			d.st.Missing++
-		} else {
-			d.st.Failed++
-		}
-		d.log("sitemap: not fetched", "url", p.u.String(), "status", resp.StatusCode)
-		drainError(resp.Body)
+	if !d.ok(resp, p.u) {
 		return nil
 	}
 	base := resp.Request.URL // relative <loc>s resolve against where the document was
@@ -191,6 +180,43 @@ func (d *discovery) read(ctx context.Context, p pending) error {
 	doc, err := Parse(resp.Body, &d.o, text, func(k Kind, e Entry) error {
 		return d.entry(k, e, base, p)
 	})
+	d.count(doc)
+	d.log("sitemap: read", "url", p.u.String(), "kind", doc.Kind, "entries", doc.Entries, "truncated", doc.Truncated, "err", err)
+	return d.parsed(ctx, err)
+}
+
+// request is the GET of the sitemap at u, with the Fetcher's User-Agent.
+func (d *discovery) request(ctx context.Context, u *url.URL) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if d.f.UserAgent != "" {
+		req.Header.Set("User-Agent", d.f.UserAgent)
+	}
+	req.Header.Set("Accept", "application/xml, text/xml, text/plain;q=0.9, */*;q=0.5")
+	return req, nil
+}
+
+// ok is whether resp, the answer for the sitemap at u, is a 2xx. When it is
+// not, ok counts it (404 and 410 as Missing, others as Failed) and drains
+// its body.
+func (d *discovery) ok(resp *http.Response, u *url.URL) bool {
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return true
+	}
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {
+		d.st.Missing++
+	} else {
+		d.st.Failed++
+	}
+	d.log("sitemap: not fetched", "url", u.String(), "status", resp.StatusCode)
+	drainError(resp.Body)
+	return false
+}
+
+// count adds a parsed document to the Stats.
+func (d *discovery) count(doc Doc) {
 	d.st.Fetched++
 	d.st.Dropped += doc.TooLong + doc.Empty
 	if doc.Truncated {
@@ -205,7 +231,13 @@ func (d *discovery) read(ctx context.Context, p pending) error {
 	case Unknown:
 		d.st.NotSitemap++
 	}
-	d.log("sitemap: read", "url", p.u.String(), "kind", doc.Kind, "entries", doc.Entries, "truncated", doc.Truncated, "err", err)
+}
+
+// parsed counts how a document's parse ended (err, from Parse) and returns
+// what ends the discovery: ctx's error, or the found callback's
+// (foundError). A malformed document, or a body that broke off, counts and
+// the discovery goes on.
+func (d *discovery) parsed(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
 	case errors.Is(err, errEnough):

@@ -194,85 +194,119 @@ func (p *parser) xml(g *guard) error {
 	// ASCII.
 	d.Strict = false
 	d.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil }
-	var (
-		depth   int
-		entry   string           // the entries' element: url or sitemap
-		in      bool             // within an entry
-		field   *strings.Builder // the entry's <loc> or <lastmod> being read, or nil
-		long    bool             // the <loc> being read is too long
-		loc, lm strings.Builder
-	)
+	x := &xmlState{}
 	for {
 		g.token = 0
 		tok, err := d.RawToken()
 		if err != nil {
-			switch {
-			case g.cut:
-				p.doc.Truncated = true
-				return nil
-			case g.tooLong:
-				return fmt.Errorf("%w: a token longer than %d bytes", ErrMalformed, p.o.MaxLocLength+tokenSlack)
-			case err == io.EOF && depth == 0:
-				return nil
-			}
-			return fmt.Errorf("%w: %w", ErrMalformed, err)
+			return p.xmlStopped(g, x, err)
 		}
+		stop := false
 		switch t := tok.(type) {
 		case xml.StartElement:
-			depth++
-			switch {
-			case depth > maxNesting:
-				return fmt.Errorf("%w: elements nested deeper than %d", ErrMalformed, maxNesting)
-			case depth == 1:
-				switch t.Name.Local {
-				case "urlset":
-					p.doc.Kind, entry = URLSet, "url"
-				case "sitemapindex":
-					p.doc.Kind, entry = Index, "sitemap"
-				default:
-					return nil // not a sitemap: read no further
-				}
-			case depth == 2 && t.Name.Local == entry:
-				in, long = true, false
-				loc.Reset()
-				lm.Reset()
-			case depth == 3 && in && t.Name.Local == "loc":
-				field = &loc
-			case depth == 3 && in && t.Name.Local == "lastmod":
-				field = &lm
-			}
+			stop, err = p.xmlStart(x, t)
 		case xml.CharData:
-			if field == nil {
-				break
-			}
-			if field.Len()+len(t) > p.o.MaxLocLength+64 { // room for white space around it
-				long = long || field == &loc
-				break
-			}
-			field.Write(t)
+			p.xmlChars(x, t)
 		case xml.EndElement:
-			depth--
-			switch depth {
-			case 0:
-				return nil // the root ended: what follows is not ours
-			case 2:
-				field = nil
-			case 1:
-				if !in {
-					break
-				}
-				in = false
-				e := Entry{Loc: strings.TrimSpace(loc.String()), LastMod: strings.TrimSpace(lm.String())}
-				if long {
-					p.doc.TooLong++
-					break
-				}
-				if done, err := p.add(e); done || err != nil {
-					return err
-				}
-			}
+			stop, err = p.xmlEnd(x)
+		}
+		if stop || err != nil {
+			return err
 		}
 	}
+}
+
+// xmlState is where the XML parser is in a sitemap.
+type xmlState struct {
+	depth   int
+	entry   string           // the entries' element: url or sitemap
+	in      bool             // within an entry
+	field   *strings.Builder // the entry's <loc> or <lastmod> being read, or nil
+	long    bool             // the <loc> being read is too long
+	loc, lm strings.Builder
+}
+
+// xmlStopped is what the parse returns when the decoder fails with err: nil
+// at the end of a whole document or at the read limit (Doc.Truncated), an
+// error wrapping ErrMalformed otherwise.
+func (p *parser) xmlStopped(g *guard, x *xmlState, err error) error {
+	switch {
+	case g.cut:
+		p.doc.Truncated = true
+		return nil
+	case g.tooLong:
+		return fmt.Errorf("%w: a token longer than %d bytes", ErrMalformed, p.o.MaxLocLength+tokenSlack)
+	case err == io.EOF && x.depth == 0:
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrMalformed, err)
+}
+
+// xmlStart notes an element's start: the root names the document's Kind
+// (stop when it is no sitemap), an entry's element starts an entry, and its
+// <loc> or <lastmod> starts a field.
+func (p *parser) xmlStart(x *xmlState, t xml.StartElement) (stop bool, err error) {
+	x.depth++
+	switch {
+	case x.depth > maxNesting:
+		return true, fmt.Errorf("%w: elements nested deeper than %d", ErrMalformed, maxNesting)
+	case x.depth == 1:
+		switch t.Name.Local {
+		case "urlset":
+			p.doc.Kind, x.entry = URLSet, "url"
+		case "sitemapindex":
+			p.doc.Kind, x.entry = Index, "sitemap"
+		default:
+			return true, nil // not a sitemap: read no further
+		}
+	case x.depth == 2 && t.Name.Local == x.entry:
+		x.in, x.long = true, false
+		x.loc.Reset()
+		x.lm.Reset()
+	case x.depth == 3 && x.in && t.Name.Local == "loc":
+		x.field = &x.loc
+	case x.depth == 3 && x.in && t.Name.Local == "lastmod":
+		x.field = &x.lm
+	}
+	return false, nil
+}
+
+// xmlChars adds text to the field being read, unless it grows too long.
+func (p *parser) xmlChars(x *xmlState, t xml.CharData) {
+	if x.field == nil {
+		return
+	}
+	if x.field.Len()+len(t) > p.o.MaxLocLength+64 { // room for white space around it
+		x.long = x.long || x.field == &x.loc
+		return
+	}
+	x.field.Write(t)
+}
+
+// xmlEnd notes an element's end: a field's ends the field, an entry's
+// adds the entry (stop when add says so), and the root's stops the parse.
+func (p *parser) xmlEnd(x *xmlState) (stop bool, err error) {
+	x.depth--
+	switch x.depth {
+	case 0:
+		return true, nil // the root ended: what follows is not ours
+	case 2:
+		x.field = nil
+	case 1:
+		if !x.in {
+			break
+		}
+		x.in = false
+		e := Entry{Loc: strings.TrimSpace(x.loc.String()), LastMod: strings.TrimSpace(x.lm.String())}
+		if x.long {
+			p.doc.TooLong++
+			break
+		}
+		if done, err := p.add(e); done || err != nil {
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // text reads a text sitemap: one entry per line. A line longer than

@@ -1,0 +1,158 @@
+package crawl
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/polite-crawler/polite/fetch"
+	"github.com/polite-crawler/polite/frontier"
+)
+
+// worker is one worker's colly collector, the page it is on, and the
+// context its requests run under (see Run).
+type worker struct {
+	n        int
+	col      *colly.Collector
+	cur      page
+	fetching context.Context
+}
+
+// work is one worker: it takes URLs and fetches them until ctx ends; its
+// requests run under fetching (see Run).
+func (c *Crawler) work(ctx, fetching context.Context, n int) error {
+	w := &worker{n: n, fetching: fetching}
+	w.col = fetch.NewCollector(c.tr, fetch.CollectorOptions{UserAgent: c.o.UserAgent, MaxBodySize: c.o.MaxBodySize, Timeout: c.o.Timeout, Context: fetching})
+	c.listen(w)
+	idle := 0
+	var taken *turn // Next's answer, when the last settlement took it
+	near := ""      // a site whose shard has another site ready (rouse)
+	for {
+		var it frontier.Item
+		var err error
+		if taken != nil {
+			it, err, taken = taken.it, taken.err, nil
+		} else {
+			it, err = c.next(ctx, near)
+		}
+		near = ""
+		var empty *frontier.EmptyError
+		switch {
+		case ctx.Err() != nil:
+			if err == nil {
+				c.giveBack(it) // taken as the stop came
+			}
+			return nil
+		case errors.Is(err, frontier.ErrDone) && !c.o.Forever && c.maps.running.Load() == 0:
+			c.doneOnce.Do(func() { close(c.done) })
+			return nil
+		case errors.Is(err, frontier.ErrDone), errors.As(err, &empty):
+			wait := time.Second
+			switch {
+			case empty != nil:
+				wait = min(max(empty.Wait, time.Millisecond), idlePoll)
+			case c.maps.running.Load() > 0:
+				wait = 100 * time.Millisecond // sitemaps being read may queue URLs any moment
+			}
+			var over bool
+			if near, over = c.idle(ctx, wait+rand.N(wait/4+1)); over {
+				return nil
+			}
+			continue
+		case err != nil:
+			idle = min(idle+1, 6)
+			c.o.Log.Warn("frontier unavailable; retrying", "worker", n, "err", err, "backoff", time.Duration(1<<idle)*100*time.Millisecond)
+			sleep(ctx, time.Duration(1<<idle)*100*time.Millisecond)
+			continue
+		}
+		idle = 0
+		if it.More {
+			c.rouse(it.Site)
+		}
+		taken = c.turn(ctx, w, it)
+	}
+}
+
+// idlePoll is the longest an idle worker waits before it asks the frontier
+// again, unless the frontier said when something may be ready: a slot that
+// a settlement frees goes to the settling worker, or rouses an idle one.
+const idlePoll = time.Second
+
+// idle waits d, or less if another worker rouses this one (see rouse): then
+// it returns the site the rousing worker was handed, whose shard has
+// another site ready. It reports over when the crawl is done (see done).
+func (c *Crawler) idle(ctx context.Context, d time.Duration) (near string, over bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case near = <-c.wake:
+	case <-c.done:
+		return "", true
+	}
+	return near, false
+}
+
+// rouse wakes one idle worker, if any, to take a ready site's item at once
+// instead of at its next poll: a site whose slot a settlement freed, while
+// the settling worker took another site's item (of site, whose shard the
+// roused worker then tries first). Without it, such a slot stayed idle up
+// to a poll interval (idlePoll), twenty pages' time on a 50 ms site.
+func (c *Crawler) rouse(site string) {
+	select {
+	case c.wake <- site:
+	default:
+	}
+}
+
+// listen has w's collector note what each response brings into w.cur.
+func (c *Crawler) listen(w *worker) {
+	w.col.OnResponse(func(r *colly.Response) { w.cur.response(r, c.o.MaxBodySize) })
+	w.col.OnError(func(r *colly.Response, err error) {
+		if r == nil {
+			return
+		}
+		w.cur.status, w.cur.bytes = r.StatusCode, len(r.Body)
+		if r.Headers == nil { // the request failed before any response (colly leaves Headers nil)
+			return
+		}
+		w.cur.response(r, c.o.MaxBodySize)
+		if loc := r.Headers.Get("Location"); r.StatusCode >= 300 && r.StatusCode < 400 && loc != "" {
+			w.cur.location = r.Request.AbsoluteURL(loc)
+			w.cur.link(w.cur.location, c.o.MaxURLLength) // a redirect is a link, not followed here
+		}
+	})
+	w.col.OnHTML("a[href]", func(e *colly.HTMLElement) {
+		w.cur.link(e.Request.AbsoluteURL(e.Attr("href")), c.o.MaxURLLength)
+	})
+}
+
+// frontierTimeout bounds a frontier call that a stop does not cut.
+const frontierTimeout = 5 * time.Second
+
+// next takes the next item. A stop does not cut it: once its script may
+// have run in Redis, an answer lost to the stop would leave the item taken
+// until the visibility timeout. The caller sees the stop after Next returns
+// and gives the item back (work).
+// next is the frontier's next item; near (if not "") is a site whose shard
+// was said to have another site ready (frontier.Frontier.NextNear).
+func (c *Crawler) next(ctx context.Context, near string) (frontier.Item, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
+	defer cancel()
+	if near != "" {
+		return c.fr.NextNear(ctx, near)
+	}
+	return c.fr.Next(ctx)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
