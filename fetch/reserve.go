@@ -56,7 +56,7 @@ func reservationFrom(ctx context.Context) *Reservation {
 // leaves nothing in the line. Wait only when there is no other work: the
 // wait holds the worker, not the site.
 func (t *Transport) Reserve(ctx context.Context, u *url.URL, wait time.Duration) (*Reservation, error) {
-	pol, rule, err := t.Rule(ctx, newRequest(u))
+	pol, rule, err := t.rule(ctx, newRequest(u))
 	if err != nil {
 		return nil, err
 	}

@@ -111,14 +111,14 @@ func (t *Transport) allowed(pol robots.Policy, u *url.URL) bool {
 	return pol.Allowed(u.RequestURI())
 }
 
-// Rule returns the policy of a URL's robots.txt (its scheme, host and port)
+// rule returns the policy of a URL's robots.txt (its scheme, host and port)
 // and the permit rule for its site: robots Concurrency lowers Cap, a crawl
 // delay makes it one at a time. When the permit's key may gather several
 // hosts (SiteKey robots.Domain), the rule names the host as its contributor
 // (limiter.Rule.From), so the key's permits follow the strictest rule any of
 // its hosts' robots.txt asked for recently: the lowest Concurrency, the
 // longest delay.
-func (t *Transport) Rule(ctx context.Context, req *http.Request) (robots.Policy, limiter.Rule, error) {
+func (t *Transport) rule(ctx context.Context, req *http.Request) (robots.Policy, limiter.Rule, error) {
 	pol, err := t.Robots.Policy(ctx, req.URL)
 	if err != nil {
 		return pol, limiter.Rule{}, fmt.Errorf("fetch: robots.txt of %s://%s: %w", req.URL.Scheme, robots.Site(req.URL), err)
@@ -175,7 +175,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if p == nil {
 		rule, checked := r.ruleFor(req.URL) // a reserved permit lost: retake under its rule
 		if !checked {
-			pol, rr, err := t.Rule(ctx, req)
+			pol, rr, err := t.rule(ctx, req)
 			if err != nil {
 				return nil, err
 			}
