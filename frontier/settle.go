@@ -70,24 +70,17 @@ var outcomes = map[Outcome]string{Fetched: "fetched", Skipped: "skipped", Retry:
 // trips). The links are admitted even when the item was no longer held
 // (ErrLost in Settled).
 func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
-	var r Result
 	lay, err := f.layout(ctx)
 	if err != nil {
-		r.Settled = errors.Join(err, f.alone(ctx, s.Also))
-		if s.Next {
-			r.NextErr = err
-		}
-		return r
+		return f.unsent(ctx, s, err, err)
 	}
-	it := s.Item
 	how, ok := outcomes[s.Outcome]
 	if !ok {
-		r.Settled = errors.Join(fmt.Errorf("frontier: settle %s: unknown outcome %d", it.URL, s.Outcome), f.alone(ctx, s.Also))
-		if s.Next {
-			r.NextErr = r.Settled
-		}
-		return r
+		err := fmt.Errorf("frontier: settle %s: unknown outcome %d", s.Item.URL, s.Outcome)
+		return f.unsent(ctx, s, err, nil)
 	}
+	var r Result
+	it := s.Item
 	var retried string
 	if s.Outcome == Retry {
 		it.Attempts++
@@ -98,26 +91,9 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 			retried = string(raw)
 		}
 	}
-	rcap, rdelay := 0, int64(-1)
-	if s.Rule != (SiteRule{}) {
-		rcap, rdelay = s.Rule.Cap, s.Rule.Delay.Milliseconds()
-	}
-	take := "0"
-	if s.Next {
-		take = "1"
-	}
 	sh := lay.of(it.Site)
-	from := ""
-	if f.o.Referrers && len(it.URL) <= MaxReferrer {
-		from = it.URL
-	}
-	links := f.admission(lay, nil, it.Depth+1, 0, from, s.Links)
-	links = f.admission(lay, links, it.Depth+1, it.Hops+1, from, s.External)
-	args := []any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take}
-	if bt := links[sh]; bt != nil {
-		args = append(args, bt.quads...)
-	}
-	own := f.newCall(settleScript, sh, args...)
+	links := f.links(lay, it, s)
+	own := f.newCall(settleScript, sh, append(settleArgs(it, s, how, retried), links[sh].args()...)...)
 	// Other shards' links first: on one node, they are queued before the
 	// item stops counting as in flight (see elsewhere's second look).
 	var calls []*call
@@ -128,14 +104,7 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 		}
 	}
 	after := f.send(ctx, s.Also, calls, own)
-	var errs []error
-	for i, c := range calls {
-		_, err := f.answer(c)
-		f.sent(batches[i], err)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("frontier: add: %w", err))
-		}
-	}
+	errs := f.addAnswers(calls, batches)
 	a, err := f.answer(own)
 	f.sent(links[sh], err)
 	switch {
@@ -153,16 +122,75 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 		}
 	}
 	r.Settled = errors.Join(errs...)
-	switch {
-	case !s.Next || r.NextErr != nil:
-	case a.took == 1:
-		r.Next = a.it
-	case a.empty != nil:
-		r.Next, r.NextErr = f.elsewhere(ctx, lay, sh, a.empty)
-	default:
-		r.NextErr = fmt.Errorf("frontier: next: no answer")
+	if s.Next && r.NextErr == nil {
+		r.Next, r.NextErr = f.nextOf(ctx, lay, sh, a)
 	}
 	return r
+}
+
+// unsent is Settle's result when nothing could be sent for the item: err
+// (and, with Next, nextErr, or err when nextErr is nil), with Also's
+// commands sent on their own (a permit must still be released).
+func (f *Frontier) unsent(ctx context.Context, s Settlement, err, nextErr error) Result {
+	r := Result{Settled: errors.Join(err, f.alone(ctx, s.Also))}
+	if s.Next {
+		r.NextErr = nextErr
+		if nextErr == nil {
+			r.NextErr = r.Settled
+		}
+	}
+	return r
+}
+
+// settleArgs are settle.lua's own ARGV (8 to 14) for it, settled as how
+// (retried: its JSON for a retry).
+func settleArgs(it Item, s Settlement, how, retried string) []any {
+	rcap, rdelay := 0, int64(-1)
+	if s.Rule != (SiteRule{}) {
+		rcap, rdelay = s.Rule.Cap, s.Rule.Delay.Milliseconds()
+	}
+	take := "0"
+	if s.Next {
+		take = "1"
+	}
+	return []any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take}
+}
+
+// links are the batches of the links found on it's page, by shard: Links
+// at its hops, External one hop further off the scope.
+func (f *Frontier) links(lay *layout, it Item, s Settlement) map[*shard]*batch {
+	from := ""
+	if f.o.Referrers && len(it.URL) <= MaxReferrer {
+		from = it.URL
+	}
+	links := f.admission(lay, nil, it.Depth+1, 0, from, s.Links)
+	return f.admission(lay, links, it.Depth+1, it.Hops+1, from, s.External)
+}
+
+// addAnswers reads the add calls' answers, remembering each answered
+// batch as seen, and returns their errors.
+func (f *Frontier) addAnswers(calls []*call, batches []*batch) []error {
+	var errs []error
+	for i, c := range calls {
+		_, err := f.answer(c)
+		f.sent(batches[i], err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("frontier: add: %w", err))
+		}
+	}
+	return errs
+}
+
+// nextOf is the next item settle.lua's answer a took on sh, or, when sh had
+// nothing ready, one from elsewhere.
+func (f *Frontier) nextOf(ctx context.Context, lay *layout, sh *shard, a answer) (Item, error) {
+	switch {
+	case a.took == 1:
+		return a.it, nil
+	case a.empty != nil:
+		return f.elsewhere(ctx, lay, sh, a.empty)
+	}
+	return Item{}, fmt.Errorf("frontier: next: no answer")
 }
 
 // send runs also's commands, the other shards' add calls and then the
@@ -190,11 +218,7 @@ func (f *Frontier) alone(ctx context.Context, also func(redis.Pipeliner) func() 
 
 // addCall is an add.lua call on sh of bt (nil: none), noting scope.
 func (f *Frontier) addCall(sh *shard, scope int64, bt *batch) *call {
-	args := []any{scope}
-	if bt != nil {
-		args = append(args, bt.quads...)
-	}
-	return f.newCall(addScript, sh, args...)
+	return f.newCall(addScript, sh, append([]any{scope}, bt.args()...)...)
 }
 
 // Add admits the URLs found at depth (0 for seeds), each once per crawl:

@@ -222,6 +222,14 @@ func (f *Frontier) admission(lay *layout, by map[*shard]*batch, depth, hops int,
 	return by
 }
 
+// args are the batch's quadruples as script arguments (none for nil).
+func (bt *batch) args() []any {
+	if bt == nil {
+		return nil
+	}
+	return bt.quads
+}
+
 // sent remembers the batch's fingerprints as seen once its call answered
 // without error.
 func (f *Frontier) sent(bt *batch, err error) {
