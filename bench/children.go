@@ -133,15 +133,23 @@ type children struct {
 // startChildren starts procs processes of exe with argv()'s arguments.
 func startChildren(ctx context.Context, exe string, procs int, argv func() []string) (*children, error) {
 	c := &children{errs: make([]error, procs), roundTrips: make([]int64, procs)}
+	var started []*exec.Cmd
 	for i := 0; i < procs; i++ {
 		cmd := exec.CommandContext(ctx, exe, argv()...)
 		stderr, err := cmd.StderrPipe()
+		if err == nil {
+			err = cmd.Start()
+		}
 		if err != nil {
+			// Leave none of those started running against sites the
+			// caller is about to close.
+			for _, s := range started {
+				s.Process.Kill()
+			}
+			c.wg.Wait()
 			return nil, err
 		}
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
+		started = append(started, cmd)
 		c.wg.Go(func() {
 			var tail []string
 			c.roundTrips[i], tail = scanLog(stderr)

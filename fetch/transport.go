@@ -89,7 +89,7 @@ type Transport struct {
 	// With a key that gathers hosts, the key's cap and delay are the
 	// strictest its hosts' robots.txt asked for recently (the lowest
 	// Concurrency, the longest Crawl-delay or Request-rate), fleet-wide:
-	// see Rule and limiter.Rule.From.
+	// see Reservation.Rule and limiter.Rule.From.
 	SiteKey robots.SiteKey
 	// Log hears, as warnings, what the transport failed to do but went on
 	// without: recording a site's Retry-After (default: discard).

@@ -288,7 +288,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Frontier {
 	base := f.o.Prefix + ":{crawl:" + f.o.Crawl + "}:"
 	f.meta, f.scope = base+"meta", base+"scope"
 	if f.o.MaxPages == 0 {
-		f.seen = newSeenCache()
+		f.seen = &seenCache{}
 	}
 	return f
 }

@@ -3,6 +3,8 @@ package frontier
 import (
 	"context"
 	"testing"
+
+	"github.com/polite-crawler/polite/internal/redistest"
 )
 
 // forget takes raw's fingerprint out of the crawl's seen sets, as if Redis
@@ -80,5 +82,51 @@ func TestSeenCacheOffWithPageLimit(t *testing.T) {
 	forget(t, ctx, f, "http://a.example/x")
 	if n, err := f.Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
 		t.Fatalf("Add again: %d, %v; want it sent and admitted", n, err)
+	}
+}
+
+// Redis found without the frontier's scripts (restarted, failed over,
+// flushed) may have lost the seen sets too: the process forgets what it
+// knew, and sends its links again.
+func TestSeenCacheForgottenWhenRedisLosesScripts(t *testing.T) {
+	ctx := ctxT(t)
+	own, err := redistest.Start() // its own server: the flush must not reach other tests' scripts
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	rdb := own.Client()
+	defer rdb.Close()
+	f := New(rdb, &Options{Crawl: "flushed"})
+	if n, err := f.Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
+	}
+	forget(t, ctx, f, "http://a.example/x")
+	if err := f.rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Add(ctx, 0, "http://a.example/y"); err != nil || n != 1 { // meets NOSCRIPT
+		t.Fatalf("Add after SCRIPT FLUSH: %d, %v", n, err)
+	}
+	if n, err := f.Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
+		t.Fatalf("Add of a URL Redis lost: %d, %v; want it sent and admitted", n, err)
+	}
+}
+
+// A Frontier that never admits anything (Open, List) makes no table.
+func TestSeenCacheMadeOnFirstUse(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	if _, err := f.Stats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.seen.table.Load() != nil {
+		t.Fatal("a table made before any URL was admitted")
+	}
+	if _, err := f.Add(ctx, 0, "http://a.example/"); err != nil {
+		t.Fatal(err)
+	}
+	if f.seen.table.Load() == nil {
+		t.Fatal("no table after a URL was admitted")
 	}
 }

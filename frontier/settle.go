@@ -224,7 +224,8 @@ func (f *Frontier) addCall(sh *shard, scope int64, bt *batch) *call {
 // Add admits the URLs found at depth (0 for seeds), each once per crawl:
 // they are normalised (see Normalize), and those deeper than MaxDepth, past
 // MaxPages, already seen, or not http(s) are dropped. It returns how many
-// were admitted. It is one round trip, one script call per shard.
+// were admitted. It is one round trip, one script call per shard (none
+// when the process knows every URL seen already: see the package doc).
 func (f *Frontier) Add(ctx context.Context, depth int, urls ...string) (int, error) {
 	lay, err := f.layout(ctx)
 	if err != nil {

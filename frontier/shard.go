@@ -270,7 +270,8 @@ func (c *call) run(ctx context.Context, s redis.Scripter) {
 // and then calls. On a Cluster the pipeline goes to each node at once, in
 // order within a node. A call that finds Redis without its script
 // (restarted, or SCRIPT FLUSH) did nothing, and runs again on its own, in
-// order, after the others. It returns what also returned.
+// order, after the others; the process's seen cache is emptied then (see
+// seenCache). It returns what also returned.
 func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) func() error, calls ...*call) (after func() error) {
 	pipe := f.rdb.Pipeline()
 	if also != nil {
@@ -283,6 +284,7 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	pipe.Exec(ctx) // each command's outcome is in its cmd
 	for _, c := range calls {
 		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			f.seen.clear() // Redis restarted, failed over or was flushed: the seen sets may be gone too
 			c.run(ctx, f.rdb)
 		}
 		if c.cmd.Err() != nil {
