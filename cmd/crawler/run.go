@@ -128,9 +128,9 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
-	mode := limiter.ModeLocked
-	if cfg.Semaphore == "atomic" {
-		mode = limiter.ModeAtomic
+	mode, err := limiter.ParseMode(cfg.Semaphore)
+	if err != nil {
+		return usageErr("%v", err)
 	}
 	// A permit that cannot be refreshed stops its download early enough for
 	// the site to notice before Redis hands the slot on.
