@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -215,8 +214,8 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if errors.Is(err, crawl.ErrURLTooLong) {
 			return usageErr("%v (see --max-url-length)", err)
 		}
-		if strings.Contains(err.Error(), "NOPERM") {
-			return fmt.Errorf("seeding: %w (the Redis user may not use keys under --prefix %s)", err, cfg.Prefix)
+		if hint := cfg.KeyPermHint(err); hint != "" {
+			return fmt.Errorf("seeding: %w (%s)", err, hint)
 		}
 		return fmt.Errorf("seeding: %w", err)
 	}
