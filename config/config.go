@@ -18,6 +18,7 @@ import (
 	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/internal/keyname"
 	"github.com/polite-crawler/polite/internal/logging"
+	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
 )
 
@@ -92,7 +93,7 @@ func Default() Config {
 	return Config{
 		Redis: "redis://127.0.0.1:6379", Prefix: "polite", Crawl: "default", MaxPerSite: 3, Workers: 8, Shards: 16,
 		UserAgent: "politebot/0.1 (+https://github.com/polite-crawler/polite)", Lease: 10 * time.Second,
-		Semaphore: "locked", SiteKey: robots.SiteKeyHost, Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
+		Semaphore: limiter.ModeLockedName, SiteKey: robots.SiteKeyHost, Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
 		MaxBodySize: 10 << 20, MaxCrawlDelay: 30 * time.Second, Progress: 5 * time.Second,
 		StopGrace: 10 * time.Second, Sitemaps: true, WARCSize: 1 << 30, MaxURLLength: 8192, CrawlTTL: 24 * time.Hour,
 		LogLevel: "info", LogFormat: logging.FormatAuto,
@@ -282,8 +283,8 @@ func (c *Config) Validate() error {
 	if c.Lease < 100*time.Millisecond || c.Lease > time.Hour {
 		bad("lease", "%s: want 100ms..1h", c.Lease)
 	}
-	if c.Semaphore != "locked" && c.Semaphore != "atomic" {
-		bad("semaphore", "%q: want locked or atomic", c.Semaphore)
+	if _, err := limiter.ParseMode(c.Semaphore); err != nil {
+		bad("semaphore", "%q: want %s or %s", c.Semaphore, limiter.ModeLockedName, limiter.ModeAtomicName)
 	}
 	if _, err := robots.ParseSiteKey(c.SiteKey); err != nil || c.SiteKey == "" {
 		bad("site-key", "%q: want %s or %s", c.SiteKey, robots.SiteKeyHost, robots.SiteKeyDomain)

@@ -70,3 +70,14 @@ func (c *Config) caPool() (*x509.CertPool, error) {
 	}
 	return pool, nil
 }
+
+// KeyPermHint names the likely cause of an error Redis answered with NOPERM
+// (its ACL refused a command or a key, matched by redis.HasErrorPrefix, also
+// when wrapped): the user may not use keys under --prefix. For every other
+// error, and nil, it returns "".
+func (c *Config) KeyPermHint(err error) string {
+	if !redis.HasErrorPrefix(err, "NOPERM") {
+		return ""
+	}
+	return "the Redis user may not use keys under --prefix " + c.Prefix
+}

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,14 +43,38 @@ const (
 	ModeAtomic
 )
 
+// Names of the modes, as String gives them and ParseMode reads them.
+const (
+	ModeLockedName = "locked"
+	ModeAtomicName = "atomic"
+)
+
+// String is the mode's name: "locked", "atomic", or "unknown" for a value that
+// is neither mode.
 func (m Mode) String() string {
 	switch m {
 	case ModeLocked:
-		return "locked"
+		return ModeLockedName
 	case ModeAtomic:
-		return "atomic"
+		return ModeAtomicName
 	}
 	return "unknown"
+}
+
+// ErrMode rejects a mode name other than "locked" and "atomic".
+var ErrMode = errors.New("limiter: unknown mode")
+
+// ParseMode returns the Mode a name gives: "locked" ModeLocked, "atomic"
+// ModeAtomic; otherwise an error wrapping ErrMode. It reads what String
+// writes.
+func ParseMode(name string) (Mode, error) {
+	switch name {
+	case ModeLockedName:
+		return ModeLocked, nil
+	case ModeAtomicName:
+		return ModeAtomic, nil
+	}
+	return 0, fmt.Errorf("%w %q: want %s or %s", ErrMode, name, ModeLockedName, ModeAtomicName)
 }
 
 // Options configure a Limiter. A nil *Options, and every zero field, means the

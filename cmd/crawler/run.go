@@ -127,9 +127,9 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
-	mode := limiter.ModeLocked
-	if cfg.Semaphore == "atomic" {
-		mode = limiter.ModeAtomic
+	mode, err := limiter.ParseMode(cfg.Semaphore)
+	if err != nil {
+		return usageErr("%v", err)
 	}
 	// A permit that cannot be refreshed stops its download early enough for
 	// the site to notice before Redis hands the slot on.
@@ -214,8 +214,8 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if errors.Is(err, crawl.ErrURLTooLong) {
 			return usageErr("%v (see --max-url-length)", err)
 		}
-		if redis.HasErrorPrefix(err, "NOPERM") {
-			return fmt.Errorf("seeding: %w (the Redis user may not use keys under --prefix %s)", err, cfg.Prefix)
+		if hint := cfg.KeyPermHint(err); hint != "" {
+			return fmt.Errorf("seeding: %w (%s)", err, hint)
 		}
 		return fmt.Errorf("seeding: %w", err)
 	}
