@@ -58,16 +58,24 @@ local function next_at()
   return tonumber(redis.call('GET', KEYS[5]) or '0')
 end
 
--- How long (ms) a waiter at rank should sleep before something can change for
--- it without a wake-up message: the crawl delay when it is already in front,
--- otherwise the moment the oldest entry's lease can run out (oldest: its
--- score, as prune returns it).
-local function wait_hint(now, lease, rank, limit, nxt, oldest)
-  if rank < limit then
-    return math.max(1, nxt - now)
-  end
+-- How long (ms) a waiter should sleep before something can change for it
+-- without a wake-up message: front for one already in front (rank below the
+-- limit), the crawl delay; back for one behind, the moment the oldest entry's
+-- lease can run out (oldest: its score, as prune returns it). ModeLocked
+-- returns both and picks in Go, where it decides each ticket's rank.
+local function wait_hints(now, lease, nxt, oldest)
+  local back = lease
   if oldest then
-    return math.max(1, oldest + lease - now + 1)
+    back = math.max(1, oldest + lease - now + 1)
   end
-  return lease
+  return math.max(1, nxt - now), back
+end
+
+-- The wait hint for a waiter at rank under limit.
+local function wait_hint(now, lease, rank, limit, nxt, oldest)
+  local front, back = wait_hints(now, lease, nxt, oldest)
+  if rank < limit then
+    return front
+  end
+  return back
 end

@@ -81,7 +81,7 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 		l.unlock(k, token)
 		return nil, "", fmt.Errorf("limiter: acquire %s: unexpected reply %v", k.site, v)
 	}
-	return l.lockedOutcomes(k, ts, v, sent, lease), "", nil
+	return l.lockedOutcomes(k, ts, v, sent), "", nil
 }
 
 // lockedArgs are locked.lua's ARGV for the batch ts under the lock token:
@@ -110,11 +110,12 @@ func (l *Limiter) lockedArgs(token string, lease time.Duration, ts []*ticket) []
 // below its effective cap and the crawl delay has passed, else queued, or
 // busy if it may not queue (TryAcquire). Busy tickets' entries are taken
 // out again.
-func (l *Limiter) lockedOutcomes(k keys, ts []*ticket, v []int64, sent time.Time, lease time.Duration) []outcome {
+func (l *Limiter) lockedOutcomes(k keys, ts []*ticket, v []int64, sent time.Time) []outcome {
 	outs := make([]outcome, len(ts))
 	// Ranks count the entries kept ahead: a TryAcquire entry that is not
 	// granted is taken out, so it holds no place.
-	rank, nextAt, oldest, now := int(v[1]), v[2], v[3], v[5]
+	rank, nextAt, now := int(v[1]), v[2], v[5]
+	front, back := time.Duration(v[3])*time.Millisecond, time.Duration(v[4])*time.Millisecond
 	var out []*ticket
 	for i, t := range ts {
 		// A ticket with a contributor is held to the site's ceiling, which
@@ -134,8 +135,12 @@ func (l *Limiter) lockedOutcomes(k keys, ts []*ticket, v []int64, sent time.Time
 			o.state = stBusy
 			out = append(out, t)
 		}
-		if o.state != stGranted {
-			o.wait = waitHint(now, lease, rank, eff.Limit, nextAt, oldest)
+		switch {
+		case o.state == stGranted:
+		case rank < eff.Limit:
+			o.wait = front // in front, waiting out the crawl delay
+		default:
+			o.wait = back
 		}
 		if o.state != stBusy {
 			rank++
@@ -165,18 +170,6 @@ func contributors(ts []*ticket) []Rule {
 		from[i].Limit, from[i].Delay = min(from[i].Limit, t.rule.Limit), max(from[i].Delay, t.rule.Delay)
 	}
 	return from
-}
-
-// waitHint is the hint acquire.lua gives (wait_hint in common.lua); oldest
-// is the oldest holder's score, or negative if there is none.
-func waitHint(now int64, lease time.Duration, rank, limit int, nextAt, oldest int64) time.Duration {
-	switch {
-	case rank < limit:
-		return time.Duration(max(1, nextAt-now)) * time.Millisecond
-	case oldest >= 0:
-		return time.Duration(max(1, oldest+ms(lease)-now+1)) * time.Millisecond
-	}
-	return lease
 }
 
 // unlock releases the site lock if it is still ours, best effort: if this

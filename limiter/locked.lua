@@ -16,8 +16,8 @@
 -- returns {2, ms to wait}. Otherwise it drops expired entries, takes
 -- counters with INCRBY (never lower than any taken before: a counter is never
 -- set back), adds the entries, releases the lock and returns {1, entries kept
--- ahead (ZCARD owners before ours), next-request ms, score of the oldest
--- holder or -1, the last counter taken, server ms, the ceiling's limit and
+-- ahead (ZCARD owners before ours), next-request ms, the wait hints for a
+-- ticket in front and one behind (wait_hints in common.lua), server ms, the ceiling's limit and
 -- delay ms (0 0 when m is 0), the health's effective cap (0: not reduced)
 -- and extra delay ms (adaptive.lua)}. With contributors, their rules are recorded
 -- first and the ceiling is what every rule with a contributor applies.
@@ -62,4 +62,5 @@ end
 touch(ttl, lease, new)
 redis.call('DEL', KEYS[4])
 local hcap, hdelay = health_head(got[3])
-return {1, card, nxt, oldest or -1, c, now, climit, cdelay, hcap, hdelay}
+local front, back = wait_hints(now, lease, nxt, oldest)
+return {1, card, nxt, front, back, now, climit, cdelay, hcap, hdelay}
