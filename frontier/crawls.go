@@ -105,7 +105,7 @@ func parseMeta(h map[string]string, pttl time.Duration) (Meta, error) {
 // round trip; it writes nothing, and the Frontier's readers (Stats, Sites)
 // write nothing either. It returns an error wrapping ErrNoCrawl when the
 // crawl has no meta key under the prefix.
-func Open(ctx context.Context, rdb redis.UniversalClient, opts *Options) (*Frontier, Meta, error) {
+func Open(ctx context.Context, rdb redis.Cmdable, opts *Options) (*Frontier, Meta, error) {
 	f := New(rdb, opts)
 	if f.err != nil {
 		return nil, Meta{}, f.err
@@ -159,7 +159,7 @@ type CrawlInfo struct {
 // before it. complete is false when the SCAN stopped at its budget (crawls
 // created before the registry may be missing). It takes three round trips
 // (on a Cluster, the SCAN takes one a master per scanCount keys).
-func List(ctx context.Context, rdb redis.UniversalClient, prefix string) (crawls []CrawlInfo, complete bool, err error) {
+func List(ctx context.Context, rdb redis.Cmdable, prefix string) (crawls []CrawlInfo, complete bool, err error) {
 	if err := keyname.Check("prefix", prefix); err != nil {
 		return nil, false, fmt.Errorf("frontier: list: %w", err)
 	}
@@ -185,7 +185,7 @@ func List(ctx context.Context, rdb redis.UniversalClient, prefix string) (crawls
 // crawlNames lists, sorted and without repeats, the crawls under prefix:
 // those in the registry and those whose meta key a SCAN bounded by
 // ScanBudget finds. complete is false when the SCAN stopped at its budget.
-func crawlNames(ctx context.Context, rdb redis.UniversalClient, prefix string) (names []string, complete bool, err error) {
+func crawlNames(ctx context.Context, rdb redis.Cmdable, prefix string) (names []string, complete bool, err error) {
 	names, err = rdb.ZRange(ctx, registryKey(prefix), 0, -1).Result()
 	if err != nil {
 		return nil, false, err
@@ -209,7 +209,7 @@ func crawlNames(ctx context.Context, rdb redis.UniversalClient, prefix string) (
 // readCrawls reads each named crawl's meta, in one round trip, and then its
 // queue statistics, in another. A crawl whose meta is gone is
 // StateExpired, and its read is nil; the others' reads give their Stats.
-func readCrawls(ctx context.Context, rdb redis.UniversalClient, prefix string, names []string) ([]CrawlInfo, []func() Stats, error) {
+func readCrawls(ctx context.Context, rdb redis.Cmdable, prefix string, names []string) ([]CrawlInfo, []func() Stats, error) {
 	start := prefix + ":{crawl:"
 	pipe := rdb.Pipeline()
 	hs := make([]*redis.MapStringStringCmd, len(names))
@@ -268,7 +268,7 @@ func crawlState(st Stats) string {
 // scanKeys is SCAN MATCH match over every master (one, but for a
 // Cluster), walking at most budget keys a master; complete is false when
 // it stopped there.
-func scanKeys(ctx context.Context, rdb redis.UniversalClient, match string, budget int) (keys []string, complete bool, err error) {
+func scanKeys(ctx context.Context, rdb redis.Cmdable, match string, budget int) (keys []string, complete bool, err error) {
 	scan := func(ctx context.Context, c redis.Cmdable) ([]string, bool, error) {
 		var out []string
 		var cursor uint64

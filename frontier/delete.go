@@ -47,7 +47,7 @@ type Deleted struct {
 // site health) stay. It refuses, with an error wrapping ErrRunning, a
 // crawl with items in flight unless o.Force, and returns an error wrapping
 // ErrNoCrawl when the crawl has neither keys nor a registry entry.
-func Delete(ctx context.Context, rdb redis.UniversalClient, prefix, crawl string, o DeleteOptions) (Deleted, error) {
+func Delete(ctx context.Context, rdb redis.Cmdable, prefix, crawl string, o DeleteOptions) (Deleted, error) {
 	var d Deleted
 	for what, name := range map[string]string{"prefix": prefix, "crawl name": crawl} {
 		if err := keyname.Check(what, name); err != nil {
@@ -107,7 +107,7 @@ func (s slotKeys) add(keys ...string) {
 // addShardKeys adds the keys of every shard of f's crawl: its fixed keys,
 // overflow, seen buckets, and the queues its ready set names. It returns
 // the items in flight, read in the same round trip.
-func addShardKeys(ctx context.Context, rdb redis.UniversalClient, f *Frontier, keys slotKeys) (int64, error) {
+func addShardKeys(ctx context.Context, rdb redis.Cmdable, f *Frontier, keys slotKeys) (int64, error) {
 	lay, _ := f.layout(ctx) // Open stored it
 	pipe := rdb.Pipeline()
 	read := queueStats(ctx, pipe, lay)
@@ -137,7 +137,7 @@ func addShardKeys(ctx context.Context, rdb redis.UniversalClient, f *Frontier, k
 // ScanBudget: queues whose site left the ready set, shards of a crawl whose
 // meta is gone, and the crawl's claims (Claim). complete is false when a
 // SCAN stopped at its budget.
-func addScannedKeys(ctx context.Context, rdb redis.UniversalClient, prefix, crawl string, keys slotKeys) (complete bool, err error) {
+func addScannedKeys(ctx context.Context, rdb redis.Cmdable, prefix, crawl string, keys slotKeys) (complete bool, err error) {
 	// Every key of a tag "s<n>/crawl:<crawl>".
 	scanned, complete, err := scanKeys(ctx, rdb, globEscape(prefix+":{s")+"*"+globEscape("/crawl:"+crawl+"}:")+"*", ScanBudget)
 	if err != nil {
@@ -160,7 +160,7 @@ func addScannedKeys(ctx context.Context, rdb redis.UniversalClient, prefix, craw
 // countKeys sorts and dedups keys, and fills d's Keys, Queues and
 // Registered (whether reg has crawl) in one round trip. It returns the
 // hash tags of keys.
-func countKeys(ctx context.Context, rdb redis.UniversalClient, reg, crawl string, keys slotKeys, d *Deleted) ([]string, error) {
+func countKeys(ctx context.Context, rdb redis.Cmdable, reg, crawl string, keys slotKeys, d *Deleted) ([]string, error) {
 	pipe := rdb.Pipeline()
 	var exists []*redis.IntCmd
 	tags := make([]string, 0, len(keys))
@@ -189,7 +189,7 @@ func countKeys(ctx context.Context, rdb redis.UniversalClient, reg, crawl string
 
 // unlinkKeys UNLINKs keys, tag by tag in chunks of 256, and removes crawl
 // from the registry reg, in one round trip.
-func unlinkKeys(ctx context.Context, rdb redis.UniversalClient, reg, crawl string, keys slotKeys, tags []string) error {
+func unlinkKeys(ctx context.Context, rdb redis.Cmdable, reg, crawl string, keys slotKeys, tags []string) error {
 	pipe := rdb.Pipeline()
 	for _, tag := range tags {
 		for ks := range slices.Chunk(keys[tag], 256) {

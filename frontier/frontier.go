@@ -243,7 +243,7 @@ type Item struct {
 
 // Frontier is a crawl's shared queue. It is safe for concurrent use.
 type Frontier struct {
-	rdb redis.UniversalClient
+	rdb redis.Cmdable
 	o   Options
 	err error // invalid Options: every call fails with it
 	// meta (the shard count) and scope live in the crawl's own hash tag.
@@ -276,7 +276,7 @@ type Frontier struct {
 // not validate (ScopeRules.Validate), every method of the
 // Frontier fails with that error, which Err returns. New makes no call to
 // Redis: the first method that needs the crawl's shard count reads it.
-func New(rdb redis.UniversalClient, opts *Options) *Frontier {
+func New(rdb redis.Cmdable, opts *Options) *Frontier {
 	f := &Frontier{rdb: rdb, o: opts.get()}
 	if err := keyname.Check("prefix", f.o.Prefix); err != nil {
 		f.err = fmt.Errorf("frontier: options: %w", err)

@@ -108,7 +108,7 @@ func crawlLoop(b *testing.B, pageLinks func(it Item, i int) []string, cache bool
 		f.seen = nil
 	}
 	rt := &roundTrips{}
-	f.rdb.AddHook(rt)
+	f.rdb.(redis.UniversalClient).AddHook(rt)
 	var seeds []string
 	for s := range 50 {
 		seeds = append(seeds, fmt.Sprintf("http://s%d.example/", s))

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // take takes n items, failing the test if any is not handed out.
@@ -194,7 +196,7 @@ func TestNextNearTakesFromTheSitesShard(t *testing.T) {
 	ctx := ctxT(t)
 	f := newFrontier(t, Options{Shards: 8})
 	rt := &roundTrips{}
-	f.rdb.AddHook(rt)
+	f.rdb.(redis.UniversalClient).AddHook(rt)
 	if _, err := f.Next(ctx); !errors.Is(err, ErrDone) { // empty: the next Next would look at every shard
 		t.Fatalf("Next on an empty crawl: %v, want ErrDone", err)
 	}

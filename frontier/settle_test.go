@@ -12,7 +12,7 @@ import (
 // counted is f with a round-trip counter on its client.
 func counted(t *testing.T, f *Frontier) *roundTrips {
 	rt := &roundTrips{}
-	f.rdb.AddHook(rt)
+	f.rdb.(redis.UniversalClient).AddHook(rt)
 	return rt
 }
 
