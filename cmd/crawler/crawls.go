@@ -15,17 +15,28 @@ import (
 	"github.com/polite-crawler/polite/frontier"
 )
 
+// crawlsUsage is crawler crawls's help, before its flags.
+const crawlsUsage = `Usage: crawler crawls [flags]
+
+Lists the crawls under --prefix: each one's state (running: URLs queued or in flight; limit:
+nothing left but URLs past its --max-pages, which a run with a higher one continues with;
+done; expired: registered, but its keys are gone), counts, limits, and when its keys expire
+unless a process works on it (--crawl-ttl). Only --redis* and --prefix matter.
+`
+
+// deleteUsage is crawler delete's help, before its flags.
+const deleteUsage = `Usage: crawler delete --crawl NAME [--yes] [--force] [flags]
+
+Deletes every key of a crawl: its meta, scope, queues, seen URLs and counts, and its entry in
+'crawler crawls'. Without --yes it only says what it would delete (a dry run). Sites' permits
+and robots.txt policies are shared by crawls and stay. It refuses a crawl with items in flight
+unless --force, and exits 1 for a crawl that does not exist. Only --redis*, --prefix and
+--crawl of the other flags matter.
+`
+
 // runCrawls lists the crawls under --prefix with their state.
 func runCrawls(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, fs, err := loadConfig("crawls", args, stderr, func(fs *flag.FlagSet) {
-		fmt.Fprintln(stderr, "Usage: crawler crawls [flags]")
-		fmt.Fprintln(stderr, "\nLists the crawls under --prefix: each one's state (running: URLs queued or in flight; limit:")
-		fmt.Fprintln(stderr, "nothing left but URLs past its --max-pages, which a run with a higher one continues with;")
-		fmt.Fprintln(stderr, "done; expired: registered, but its keys are gone), counts, limits, and when its keys expire")
-		fmt.Fprintln(stderr, "unless a process works on it (--crawl-ttl). Only --redis* and --prefix matter.")
-		fmt.Fprintln(stderr, "\nFlags:")
-		fs.PrintDefaults()
-	})
+	cfg, fs, err := loadConfig("crawls", args, stderr, crawlsUsage)
 	if err != nil {
 		return err
 	}
@@ -95,16 +106,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfg, fs, err := loadConfigExtra("delete", args, stderr, func(fs *flag.FlagSet) {
 		fs.BoolVar(&yes, "yes", false, "delete: without it, only say what would be deleted")
 		fs.BoolVar(&force, "force", false, "delete even when items are in flight (stop the crawl's workers first: they would lose them)")
-	}, func(fs *flag.FlagSet) {
-		fmt.Fprintln(stderr, "Usage: crawler delete --crawl NAME [--yes] [--force] [flags]")
-		fmt.Fprintln(stderr, "\nDeletes every key of a crawl: its meta, scope, queues, seen URLs and counts, and its entry in")
-		fmt.Fprintln(stderr, "'crawler crawls'. Without --yes it only says what it would delete (a dry run). Sites' permits")
-		fmt.Fprintln(stderr, "and robots.txt policies are shared by crawls and stay. It refuses a crawl with items in flight")
-		fmt.Fprintln(stderr, "unless --force, and exits 1 for a crawl that does not exist. Only --redis*, --prefix and")
-		fmt.Fprintln(stderr, "--crawl of the other flags matter.")
-		fmt.Fprintln(stderr, "\nFlags:")
-		fs.PrintDefaults()
-	})
+	}, deleteUsage)
 	if err != nil {
 		return err
 	}
@@ -142,10 +144,10 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // loadConfigExtra is loadConfig with the command's own flags, defined by
 // extra, besides the Config's.
-func loadConfigExtra(name string, args []string, stderr io.Writer, extra, usage func(fs *flag.FlagSet)) (*config.Config, *flag.FlagSet, error) {
+func loadConfigExtra(name string, args []string, stderr io.Writer, extra func(fs *flag.FlagSet), usage string) (*config.Config, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("crawler "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(fs) }
+	fs.Usage = func() { printUsage(fs, usage) }
 	extra(fs)
 	var cfg *config.Config
 	err := parseQuiet(fs, func() (err error) { cfg, err = config.Load(fs, args, os.Getenv); return err })

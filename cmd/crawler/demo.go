@@ -22,6 +22,15 @@ import (
 	"github.com/polite-crawler/polite/testserver"
 )
 
+// demoUsage is crawler demo's help, before its flags.
+const demoUsage = `Usage: crawler demo [flags]
+
+Runs a whole polite crawl on this machine: an embedded Redis, a local test server with many
+sites (each with its own address and robots.txt), and several 'crawler run' processes sharing
+the crawl. Then prints what each site saw, measured at the server, and exits non-zero if any
+site saw more requests at once than its cap, a disallowed request, or a gap under its delay.
+`
+
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("crawler demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -37,15 +46,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	warcDir := fs.String("warc", "", "write every request and response as WARC files here (default: a new directory under $TMPDIR; \"off\" for none)")
 	logLevel := fs.String("log-level", "info", "the worker processes' --log-level (their logs are shown when one fails)")
 	logFormat := fs.String("log-format", "auto", "the worker processes' --log-format")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: crawler demo [flags]")
-		fmt.Fprintln(stderr, "\nRuns a whole polite crawl on this machine: an embedded Redis, a local test server with many")
-		fmt.Fprintln(stderr, "sites (each with its own address and robots.txt), and several 'crawler run' processes sharing")
-		fmt.Fprintln(stderr, "the crawl. Then prints what each site saw, measured at the server, and exits non-zero if any")
-		fmt.Fprintln(stderr, "site saw more requests at once than its cap, a disallowed request, or a gap under its delay.")
-		fmt.Fprintln(stderr, "\nFlags:")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printUsage(fs, demoUsage) }
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

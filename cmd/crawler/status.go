@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -17,15 +16,16 @@ import (
 	"github.com/polite-crawler/polite/robots"
 )
 
+// statusUsage is crawler status's help, before its flags.
+const statusUsage = `Usage: crawler status [flags]
+
+Shows a crawl as Redis has it: its counts, the limits it was created with, and per site
+with queued URLs the permit limit, holders, waiters and backlog. Only --redis*, --prefix and
+--crawl matter. Exits 1 when the crawl does not exist ('crawler crawls' lists them).
+`
+
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, _, err := loadConfig("status", args, stderr, func(fs *flag.FlagSet) {
-		fmt.Fprintln(stderr, "Usage: crawler status [flags]")
-		fmt.Fprintln(stderr, "\nShows a crawl as Redis has it: its counts, the limits it was created with, and per site")
-		fmt.Fprintln(stderr, "with queued URLs the permit limit, holders, waiters and backlog. Only --redis*, --prefix and")
-		fmt.Fprintln(stderr, "--crawl matter. Exits 1 when the crawl does not exist ('crawler crawls' lists them).")
-		fmt.Fprintln(stderr, "\nFlags:")
-		fs.PrintDefaults()
-	})
+	cfg, _, err := loadConfig("status", args, stderr, statusUsage)
 	if err != nil {
 		return err
 	}
