@@ -31,6 +31,8 @@ listen on N+1, N+2, ..., one port per listener in profile order (one per site, b
 one address share one). A port in use is an error naming it. The dashboard updates itself every 2 s.
 `
 
+// runTestserver wires crawler testserver: flags → the profile's sites,
+// served until ctx ends → a summary of what each saw.
 func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("crawler testserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -55,12 +57,26 @@ func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	srv, err := testserver.New(p, opts...)
+	srv, err := startTestserver(p, opts, stdout)
 	if err != nil {
 		return err
 	}
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "testserver: stopping; waiting for requests in flight")
+	err = srv.Close()
+	writeSummary(stdout, srv.Stats())
+	return err
+}
+
+// startTestserver serves p's sites with opts and says where: each site's
+// URL, cap, crawl delay and --resolve, and the control URLs.
+func startTestserver(p testserver.Profile, opts []testserver.Option, stdout io.Writer) (*testserver.Server, error) {
+	srv, err := testserver.New(p, opts...)
+	if err != nil {
+		return nil, err
+	}
 	if err := srv.Start(); err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintf(stdout, "testserver: profile %s, %d sites\n", p.Name, len(p.Sites))
 	for _, s := range srv.Sites() {
@@ -71,11 +87,7 @@ func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stdout, "site %s cap %d%s%s\n", s.URL, s.Cap, delayNote(s.CrawlDelay), resolve)
 	}
 	fmt.Fprintf(stdout, "control %s (dashboard), %s/_stats (JSON)\n", srv.ControlURL(), srv.ControlURL())
-	<-ctx.Done()
-	fmt.Fprintln(stdout, "testserver: stopping; waiting for requests in flight")
-	err = srv.Close()
-	writeSummary(stdout, srv.Stats())
-	return err
+	return srv, nil
 }
 
 // testserverOptions checks --listen and --port and turns them, with
