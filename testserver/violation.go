@@ -11,9 +11,9 @@ import (
 // for a path its robots.txt disallows (DisallowedHits > 0), or a gap
 // between requests under the crawl delay it asks for (CrawlDelayMs > 0 and
 // a MinGapMs measured below it). It returns each reason seen, in that
-// order and joined by "; ", or "" when the site saw none of them. Load a
-// fragile site refuses (5xx), duplicates and robots.txt fetches are not
-// violations.
+// order and joined by "; ", or "" when the site saw none of them. A
+// fragile site's 503s, requests early after a Retry-After
+// (EarlyAfterRetry), duplicates and robots.txt fetches are not violations.
 func (s SiteStats) Violation() string {
 	var why []string
 	if s.MaxInFlight > s.Cap || s.OverCap > 0 {

@@ -41,7 +41,7 @@ type Crawl struct {
 }
 
 // New builds the crawl cfg describes on rdb, logging to log. It binds
-// --metrics-addr before it opens anything else, so that a port already
+// --metrics-addr before it opens any file, so that a port already
 // taken fails first; an error says which setting failed ("--metrics-addr:
 // …", "--warc: …", "--out: …"), and whatever New had opened by then is
 // closed again. cfg must have passed Validate. Call Finish and then Close
@@ -121,7 +121,8 @@ func (c *Crawl) build(rdb redis.UniversalClient) error {
 
 // Finish ends what the crawl wrote: it closes the WARC archive, after the
 // crawl's last exchanges, and logs where it is and what it holds (or that
-// it is not finished), and closes --out. Call it after Run, once.
+// it is not finished), and closes --out. Call it after Run; a second
+// call does nothing.
 func (c *Crawl) Finish() {
 	if c.archive != nil {
 		if err := c.archive.Close(); err != nil {
