@@ -97,6 +97,7 @@ func TestSafetyHeld(t *testing.T) {
 		"token list over cap":  func(r *Report) { r.HotSite[0].MaxAtOnce = 4 },
 		"crawl over cap":       func(r *Report) { r.Crawl[0].OverCap = 1 },
 		"crawl disallowed":     func(r *Report) { r.Crawl[0].Disallowed = 1 },
+		"crawl site violation": func(r *Report) { r.Crawl[0].Impolite = 1 },
 		"scale crawl too many": func(r *Report) { r.Scale[0].MaxAtOnce = 4 },
 	} {
 		r := ok()

@@ -73,6 +73,9 @@ func (row *CrawlRow) addSites(sites []testserver.SiteStats) {
 		row.OverCap += st.OverCap
 		row.Disallowed += st.DisallowedHits
 		row.RobotsFetches += st.RobotsFetches
+		if st.Violation() != "" {
+			row.Impolite++
+		}
 	}
 }
 

@@ -5,7 +5,23 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/polite-crawler/polite/testserver"
 )
+
+// A crawl row adds up its sites' figures and counts the sites that saw a
+// violation as testserver says it (SiteStats.Violation).
+func TestAddSites(t *testing.T) {
+	var row CrawlRow
+	row.addSites([]testserver.SiteStats{
+		{Cap: 3, MaxInFlight: 3, Pages: 10, MinGapMs: 0},
+		{Cap: 3, MaxInFlight: 2, Pages: 5, DisallowedHits: 1},
+		{Cap: 3, MaxInFlight: 1, Pages: 1, CrawlDelayMs: 100, MinGapMs: 50},
+	})
+	if row.Pages != 16 || row.MaxAtOnce != 3 || row.Disallowed != 1 || row.Impolite != 2 {
+		t.Errorf("row %+v: want 16 pages, most 3 at once, 1 disallowed, 2 impolite sites", row)
+	}
+}
 
 // Every `crawler run` child logs JSON, so its "crawl finished" record is
 // read as data (scanLog), whatever stderr is.

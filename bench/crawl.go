@@ -31,6 +31,7 @@ type CrawlRow struct {
 	MaxAtOnce      int   // most requests in flight at any one site
 	OverCap        int64 // requests that started with the cap already in flight, all sites
 	Disallowed     int64
+	Impolite       int // sites whose testserver.SiteStats.Violation is not empty
 	RobotsFetches  int64
 	RoundTrips     float64       // Redis round trips per page, robots.txt's excepted, counted by the crawler processes (0 for colly)
 	RedisCPU       time.Duration // Redis CPU per page (INFO cpu)
@@ -161,6 +162,7 @@ func medianOf(all []CrawlRow) CrawlRow {
 	m.Runs, m.UtilMin, m.UtilMax = len(all), all[0].Util, all[len(all)-1].Util
 	for _, r := range all {
 		m.MaxAtOnce, m.OverCap, m.Disallowed = max(m.MaxAtOnce, r.MaxAtOnce), max(m.OverCap, r.OverCap), max(m.Disallowed, r.Disallowed)
+		m.Impolite = max(m.Impolite, r.Impolite)
 	}
 	return m
 }

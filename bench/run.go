@@ -54,7 +54,8 @@ type Report struct {
 
 // SafetyHeld reports whether our limiter kept every cap: at the hot site's
 // counting server (the token list, our anchor, too) and at every test site
-// of every polite crawl.
+// of every polite crawl, where no site may have seen a violation either
+// (testserver.SiteStats.Violation).
 func (r *Report) SafetyHeld() bool {
 	for _, h := range r.HotSite {
 		if (h.Alg == AlgLocked || h.Alg == AlgAtomic || h.Alg == AlgTokenList) && !h.keptCap(r.HotSpec.Limit) {
@@ -66,7 +67,7 @@ func (r *Report) SafetyHeld() bool {
 		crawls = append(crawls, c.CrawlRow)
 	}
 	for _, c := range crawls {
-		if !c.Peer && (!c.keptCap() || c.Disallowed > 0) {
+		if !c.Peer && (!c.keptCap() || c.Disallowed > 0 || c.Impolite > 0) {
 			return false
 		}
 	}

@@ -24,43 +24,45 @@ import (
 func writeDashboard(w io.Writer, st Stats, refresh int) error {
 	type row struct {
 		SiteStats
-		Over  bool
-		Gap   string
-		Chart template.HTML
+		Over      bool
+		Gap       string
+		Violation string // SiteStats.Violation: the row is marked, and counted in Bad
+		Chart     template.HTML
 	}
 	var rows []row
 	worst := 0
 	for _, s := range st.Sites {
 		over := s.MaxInFlight > s.Cap || s.OverCap > 0
-		r := row{SiteStats: s, Over: over, Chart: chart(s.Series, s.Cap, over)}
+		r := row{SiteStats: s, Over: over, Violation: s.Violation(), Chart: chart(s.Series, s.Cap, over)}
 		switch {
 		case s.MinGapMs < 0:
 			r.Gap = "–"
 		default:
 			r.Gap = fmt.Sprintf("%.0f ms", s.MinGapMs)
 		}
-		if r.Over || s.DisallowedHits > 0 || (s.CrawlDelayMs > 0 && s.MinGapMs >= 0 && s.MinGapMs < float64(s.CrawlDelayMs)) {
+		if r.Violation != "" {
 			worst++
 		}
 		rows = append(rows, r)
 	}
 	type addrRow struct {
 		AddrStats
-		Kind  string
-		Over  bool
-		Chart template.HTML
+		Kind      string
+		Over      bool
+		Violation string // AddrStats.Violation, for IPs only
+		Chart     template.HTML
 	}
 	var addrs []addrRow
 	if st.Shared() {
 		for _, a := range st.Addresses {
-			over := a.OverCap > 0 || a.Misdirected > 0
-			if over {
+			why := a.Violation()
+			if why != "" {
 				worst++
 			}
-			addrs = append(addrs, addrRow{a, "IP", a.OverCap > 0, chart(a.Series, a.Cap, a.OverCap > 0)})
+			addrs = append(addrs, addrRow{a, "IP", a.OverCap > 0, why, chart(a.Series, a.Cap, a.OverCap > 0)})
 		}
 		for _, a := range st.Listeners {
-			addrs = append(addrs, addrRow{a, "port", false, chart(a.Series, 0, false)})
+			addrs = append(addrs, addrRow{a, "port", false, "", chart(a.Series, 0, false)})
 		}
 	}
 	return dashboardTmpl.Execute(w, map[string]any{
@@ -128,7 +130,7 @@ th{background:#f1f5f9}td.l,th.l{text-align:left}.bad{color:#dc2626;font-weight:b
 <p>{{len .Rows}} sites. {{if .Bad}}<span class="bad">{{.Bad}} site(s) or address(es) saw a violation.</span>{{else}}<span class="ok">No site saw more than its cap, a disallowed hit, or a gap under its crawl delay.</span>{{end}}
 Chart: requests in flight per 100 ms, dashed line = cap.</p>
 <table><tr><th class="l">site</th><th class="l">robots.txt asks</th><th>cap</th><th>max in flight</th><th>over cap</th><th>requests</th><th title="time to the end of the body, of the pages answered 200">p95 ms</th><th title="answers 500-599; overloaded: 503s of a fragile site">5xx</th><th>disallowed hits</th><th>robots.txt</th><th>dups</th><th>min gap / delay</th><th class="l">in flight over time</th></tr>
-{{range .Rows}}<tr><td class="l"><a href="{{.URL}}">{{.Host}}</a></td><td class="l">{{.Rules}}</td><td>{{.Cap}}</td>
+{{range .Rows}}<tr><td class="l{{if .Violation}} bad{{end}}"{{if .Violation}} title="violation: {{.Violation}}"{{end}}><a href="{{.URL}}">{{.Host}}</a></td><td class="l">{{.Rules}}</td><td>{{.Cap}}</td>
 <td{{if .Over}} class="bad"{{end}}>{{.MaxInFlight}}</td><td{{if .OverCap}} class="bad"{{end}}>{{.OverCap}}</td>
 <td>{{.Requests}}</td><td title="p50 {{.Latency.P50Ms}}, p99 {{.Latency.P99Ms}}, max {{.Latency.MaxMs}} ms of {{.Latency.Count}}">{{if .Latency.Count}}{{printf "%.0f" .Latency.P95Ms}}{{else}}–{{end}}</td>
 <td{{if .Status5xx}} class="bad"{{end}}>{{.Status5xx}}{{if .Overloaded}} ({{.Overloaded}} overloaded){{end}}</td><td{{if .DisallowedHits}} class="bad"{{end}}>{{.DisallowedHits}}</td><td>{{.RobotsFetches}}</td><td>{{.DuplicateFetches}}</td>
@@ -137,7 +139,7 @@ Chart: requests in flight per 100 ms, dashed line = cap.</p>
 {{if .Addrs}}<h2>Addresses</h2>
 <p>Several sites share an IP: what each listening IP, and each port on it, has in flight, over all its sites; dashed line = the cap per IP, if the profile sets one. A 421 answers a Host that names no site of its port.</p>
 <table><tr><th class="l">address</th><th class="l">sites</th><th>cap</th><th>max in flight</th><th>over cap</th><th>in flight</th><th>requests</th><th>misdirected (421)</th><th>connections</th><th class="l">in flight over time</th></tr>
-{{range .Addrs}}<tr class="addr"><td class="l">{{.Kind}} {{.Addr}}</td><td class="l" title="{{range .Sites}}{{.}} {{end}}">{{len .Sites}}</td><td>{{if .Cap}}{{.Cap}}{{else}}–{{end}}</td>
+{{range .Addrs}}<tr class="addr"><td class="l{{if .Violation}} bad{{end}}"{{if .Violation}} title="violation: {{.Violation}}"{{end}}>{{.Kind}} {{.Addr}}</td><td class="l" title="{{range .Sites}}{{.}} {{end}}">{{len .Sites}}</td><td>{{if .Cap}}{{.Cap}}{{else}}–{{end}}</td>
 <td{{if .Over}} class="bad"{{end}}>{{.MaxInFlight}}</td><td{{if .OverCap}} class="bad"{{end}}>{{.OverCap}}</td><td>{{.InFlight}}</td>
 <td>{{.Requests}}</td><td{{if .Misdirected}} class="bad"{{end}}>{{.Misdirected}}</td><td>{{.Connections}}</td><td class="l">{{.Chart}}</td></tr>
 {{end}}</table>{{end}}

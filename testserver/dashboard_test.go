@@ -40,3 +40,36 @@ func TestDashboardUpdatesItself(t *testing.T) {
 		t.Errorf("?refresh=30 and ?refresh=0 do not set the period and stop it")
 	}
 }
+
+// The dashboard counts and marks the sites and IPs whose Violation is not
+// empty, and only those.
+func TestDashboardMarksViolations(t *testing.T) {
+	st := Stats{Profile: "t", Sites: []SiteStats{
+		{Host: "ok.test", Cap: 2, MaxInFlight: 2, MinGapMs: -1},
+		{Host: "slow.test", Cap: 1, MaxInFlight: 1, CrawlDelayMs: 500, MinGapMs: 120},
+	}, Addresses: []AddrStats{
+		{Addr: "127.0.0.2", Sites: []string{"ok.test", "slow.test"}, Misdirected: 1},
+	}}
+	var b strings.Builder
+	if err := writeDashboard(&b, st, 0); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{"2 site(s) or address(es) saw a violation",
+		`title="violation: gap 120 ms under crawl delay 500 ms"`, `title="violation: 1 misdirected request(s) (421)"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the dashboard lacks %q", want)
+		}
+	}
+	if n := strings.Count(page, `title="violation:`); n != 2 {
+		t.Errorf("%d rows marked, want 2", n)
+	}
+	st.Sites, st.Addresses = st.Sites[:1], nil
+	b.Reset()
+	if err := writeDashboard(&b, st, 0); err != nil {
+		t.Fatal(err)
+	}
+	if page := b.String(); !strings.Contains(page, "No site saw more than its cap") || strings.Contains(page, "violation:") {
+		t.Errorf("a polite crawl's dashboard shows a violation")
+	}
+}

@@ -25,8 +25,6 @@ against colly alone, all in one run
 on this machine, and writes DIR/BENCHMARKS.md with SVG charts in DIR/` + bench.ChartsDir + `. It needs
 redis-server on PATH unless --redis is given. Exits 1 if our limiter ever let a site see more
 than its cap. A full run takes a few minutes; --quick under a minute.
-
-Flags:
 `
 
 // runBench wires crawler bench: flags → bench.Run on a redis-server (its
@@ -38,7 +36,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	out := fs.String("out", ".", "directory for BENCHMARKS.md and its SVG charts")
 	redisAddr := fs.String("redis", "", "host:port of a redis-server of the bench's own (it is FLUSHALLed); default: start a private one")
 	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(bench.Sections, ",")+" (default all)")
-	fs.Usage = func() { fmt.Fprint(stderr, benchUsage); fs.PrintDefaults() }
+	fs.Usage = func() { printUsage(fs, benchUsage) }
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -15,17 +15,28 @@ import (
 	"github.com/polite-crawler/polite/frontier"
 )
 
+// crawlsUsage is crawler crawls's help, before its flags.
+const crawlsUsage = `Usage: crawler crawls [flags]
+
+Lists the crawls under --prefix: each one's state (running: URLs queued or in flight; limit:
+nothing left but URLs past its --max-pages, which a run with a higher one continues with;
+done; expired: registered, but its keys are gone), counts, limits, and when its keys expire
+unless a process works on it (--crawl-ttl). Only --redis* and --prefix matter.
+`
+
+// deleteUsage is crawler delete's help, before its flags.
+const deleteUsage = `Usage: crawler delete --crawl NAME [--yes] [--force] [flags]
+
+Deletes every key of a crawl: its meta, scope, queues, seen URLs and counts, and its entry in
+'crawler crawls'. Without --yes it only says what it would delete (a dry run). Sites' permits
+and robots.txt policies are shared by crawls and stay. It refuses a crawl with items in flight
+unless --force, and exits 1 for a crawl that does not exist. Only --redis*, --prefix and
+--crawl of the other flags matter.
+`
+
 // runCrawls lists the crawls under --prefix with their state.
 func runCrawls(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, fs, err := loadConfig("crawls", args, stderr, func(fs *flag.FlagSet) {
-		fmt.Fprintln(stderr, "Usage: crawler crawls [flags]")
-		fmt.Fprintln(stderr, "\nLists the crawls under --prefix: each one's state (running: URLs queued or in flight; limit:")
-		fmt.Fprintln(stderr, "nothing left but URLs past its --max-pages, which a run with a higher one continues with;")
-		fmt.Fprintln(stderr, "done; expired: registered, but its keys are gone), counts, limits, and when its keys expire")
-		fmt.Fprintln(stderr, "unless a process works on it (--crawl-ttl). Only --redis* and --prefix matter.")
-		fmt.Fprintln(stderr, "\nFlags:")
-		fs.PrintDefaults()
-	})
+	cfg, fs, err := loadConfig("crawls", args, stderr, crawlsUsage)
 	if err != nil {
 		return err
 	}
@@ -44,23 +55,33 @@ func runCrawls(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(crawls) == 0 {
 		fmt.Fprintf(stdout, "no crawls under prefix %s on %s\n", cfg.Prefix, cfg.RedisAddrs())
 	} else {
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "crawl\tstate\tqueued\tin flight\tdone\tfailed\tpast limit\tshards\tmax pages\tmax per site\tcreated\texpires in\t")
-		for _, c := range crawls {
-			if c.State == frontier.StateExpired {
-				fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t\t\t\t\n", c.Name, c.State)
-				continue
-			}
-			m, st := c.Meta, c.Stats
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n", c.Name, c.State, st.Queued, st.InFlight, st.Done, st.Failed,
-				st.Over, m.Shards, maxPages(m.MaxPages), perSite(m.MaxPerSite), created(m.Created), m.ExpiresIn.Round(time.Second))
-		}
-		tw.Flush()
+		writeCrawls(stdout, crawls)
 	}
 	if !complete {
 		fmt.Fprintf(stdout, "\nThe scan for crawls created by older crawlers stopped after %d keys: some may be missing.\n", frontier.ScanBudget)
 	}
 	return nil
+}
+
+// writeCrawls prints a row per crawl (crawlRow).
+func writeCrawls(w io.Writer, crawls []frontier.CrawlInfo) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "crawl\tstate\tqueued\tin flight\tdone\tfailed\tpast limit\tshards\tmax pages\tmax per site\tcreated\texpires in\t")
+	for _, c := range crawls {
+		fmt.Fprintln(tw, crawlRow(c))
+	}
+	tw.Flush()
+}
+
+// crawlRow is a crawl's row of writeCrawls, tab-separated: an expired
+// crawl has its name and state only; "?" marks a limit not recorded.
+func crawlRow(c frontier.CrawlInfo) string {
+	if c.State == frontier.StateExpired {
+		return fmt.Sprintf("%s\t%s\t\t\t\t\t\t\t\t\t\t\t", c.Name, c.State)
+	}
+	m, st := c.Meta, c.Stats
+	return fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t", c.Name, c.State, st.Queued, st.InFlight, st.Done, st.Failed,
+		st.Over, m.Shards, maxPages(m.MaxPages), perSite(m.MaxPerSite), created(m.Created), m.ExpiresIn.Round(time.Second))
 }
 
 // maxPages shows a crawl's page limit: none, or ? when not recorded.
@@ -95,16 +116,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfg, fs, err := loadConfigExtra("delete", args, stderr, func(fs *flag.FlagSet) {
 		fs.BoolVar(&yes, "yes", false, "delete: without it, only say what would be deleted")
 		fs.BoolVar(&force, "force", false, "delete even when items are in flight (stop the crawl's workers first: they would lose them)")
-	}, func(fs *flag.FlagSet) {
-		fmt.Fprintln(stderr, "Usage: crawler delete --crawl NAME [--yes] [--force] [flags]")
-		fmt.Fprintln(stderr, "\nDeletes every key of a crawl: its meta, scope, queues, seen URLs and counts, and its entry in")
-		fmt.Fprintln(stderr, "'crawler crawls'. Without --yes it only says what it would delete (a dry run). Sites' permits")
-		fmt.Fprintln(stderr, "and robots.txt policies are shared by crawls and stay. It refuses a crawl with items in flight")
-		fmt.Fprintln(stderr, "unless --force, and exits 1 for a crawl that does not exist. Only --redis*, --prefix and")
-		fmt.Fprintln(stderr, "--crawl of the other flags matter.")
-		fmt.Fprintln(stderr, "\nFlags:")
-		fs.PrintDefaults()
-	})
+	}, deleteUsage)
 	if err != nil {
 		return err
 	}
@@ -117,35 +129,49 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer rdb.Close()
 	d, err := frontier.Delete(ctx, rdb, cfg.Prefix, cfg.Crawl, frontier.DeleteOptions{DryRun: !yes, Force: force})
+	if err != nil {
+		return deleteError(err, cfg.Prefix, cfg.Crawl, d)
+	}
+	fmt.Fprint(stdout, deleteReport(cfg.Prefix, cfg.Crawl, d, yes))
+	return nil
+}
+
+// deleteError says what a failed frontier.Delete of crawl under prefix
+// means for the user: no such crawl, or one still running (d.InFlight
+// items) that --force would delete anyway; any other error as it is.
+func deleteError(err error, prefix, crawl string, d frontier.Deleted) error {
 	switch {
 	case errors.Is(err, frontier.ErrNoCrawl):
-		return fmt.Errorf("no crawl %s under prefix %s (see crawler crawls)", cfg.Crawl, cfg.Prefix)
+		return fmt.Errorf("no crawl %s under prefix %s (see crawler crawls)", crawl, prefix)
 	case errors.Is(err, frontier.ErrRunning):
-		return fmt.Errorf("crawl %s has %d items in flight: stop its workers first, or add --force", cfg.Crawl, d.InFlight)
-	case err != nil:
-		return err
+		return fmt.Errorf("crawl %s has %d items in flight: stop its workers first, or add --force", crawl, d.InFlight)
 	}
-	what := fmt.Sprintf("crawl %s under prefix %s: %d keys (%d shards, %d site queues)", cfg.Crawl, cfg.Prefix, d.Keys, d.Shards, d.Queues)
+	return err
+}
+
+// deleteReport says what frontier.Delete deleted (yes) or would delete (a
+// dry run, which says how to delete), and when its scan stopped short.
+func deleteReport(prefix, crawl string, d frontier.Deleted, yes bool) string {
+	what := fmt.Sprintf("crawl %s under prefix %s: %d keys (%d shards, %d site queues)", crawl, prefix, d.Keys, d.Shards, d.Queues)
 	if d.Registered {
 		what += " and its registry entry"
 	}
+	report := fmt.Sprintf("would delete %s\ndry run: nothing deleted; add --yes to delete\n", what)
 	if yes {
-		fmt.Fprintf(stdout, "deleted %s\n", what)
-	} else {
-		fmt.Fprintf(stdout, "would delete %s\ndry run: nothing deleted; add --yes to delete\n", what)
+		report = fmt.Sprintf("deleted %s\n", what)
 	}
 	if !d.Complete {
-		fmt.Fprintf(stdout, "the scan for the crawl's keys stopped after %d keys: keys it did not reach expire with the crawl's TTL\n", frontier.ScanBudget)
+		report += fmt.Sprintf("the scan for the crawl's keys stopped after %d keys: keys it did not reach expire with the crawl's TTL\n", frontier.ScanBudget)
 	}
-	return nil
+	return report
 }
 
 // loadConfigExtra is loadConfig with the command's own flags, defined by
 // extra, besides the Config's.
-func loadConfigExtra(name string, args []string, stderr io.Writer, extra, usage func(fs *flag.FlagSet)) (*config.Config, *flag.FlagSet, error) {
+func loadConfigExtra(name string, args []string, stderr io.Writer, extra func(fs *flag.FlagSet), usage string) (*config.Config, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("crawler "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(fs) }
+	fs.Usage = func() { printUsage(fs, usage) }
 	extra(fs)
 	var cfg *config.Config
 	err := parseQuiet(fs, func() (err error) { cfg, err = config.Load(fs, args, os.Getenv); return err })

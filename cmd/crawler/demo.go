@@ -1,98 +1,193 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/polite-crawler/polite/internal/logging"
+	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/testserver"
 )
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// demoUsage is crawler demo's help, before its flags.
+const demoUsage = `Usage: crawler demo [flags]
+
+Runs a whole polite crawl on this machine: an embedded Redis, a local test server with many
+sites (each with its own address and robots.txt), and several 'crawler run' processes sharing
+the crawl. Then prints what each site saw, measured at the server, and exits non-zero if any
+site saw more requests at once than its cap, a disallowed request, or a gap under its delay.
+`
+
+// demoFlags are crawler demo's settings.
+type demoFlags struct {
+	sites, procs, workers                      int
+	profile, redisURL, semaphore, listen, warc string
+	logLevel, logFormat                        string
+	lease, limit                               time.Duration
+	args                                       []string // left after the flags: none allowed
+}
+
+// parseDemoFlags parses crawler demo's flags (-h prints demoUsage and them).
+func parseDemoFlags(args []string, stderr io.Writer) (*demoFlags, error) {
 	fs := flag.NewFlagSet("crawler demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	sites := fs.Int("sites", 10, "number of test sites")
-	profile := fs.String("profile", "mixed", "test site preset: "+strings.Join(testserver.PresetNames(), ", "))
-	procs := fs.Int("procs", 3, "crawler worker processes")
-	workers := fs.Int("workers", 4, "concurrent fetches per process")
-	redisURL := fs.String("redis", "", "use this Redis instead of an embedded one (redis://host:port)")
-	semaphore := fs.String("semaphore", "locked", "semaphore mode: locked or atomic")
-	lease := fs.Duration("lease", 2*time.Second, "permit lease (the mixed profile has pages that stream longer)")
-	listen := fs.String("listen", "127.0.0.1:0", "test server dashboard address")
-	limit := fs.Duration("limit", 3*time.Minute, "give up after this long")
-	warcDir := fs.String("warc", "", "write every request and response as WARC files here (default: a new directory under $TMPDIR; \"off\" for none)")
-	logLevel := fs.String("log-level", "info", "the worker processes' --log-level (their logs are shown when one fails)")
-	logFormat := fs.String("log-format", "auto", "the worker processes' --log-format")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: crawler demo [flags]")
-		fmt.Fprintln(stderr, "\nRuns a whole polite crawl on this machine: an embedded Redis, a local test server with many")
-		fmt.Fprintln(stderr, "sites (each with its own address and robots.txt), and several 'crawler run' processes sharing")
-		fmt.Fprintln(stderr, "the crawl. Then prints what each site saw, measured at the server, and exits non-zero if any")
-		fmt.Fprintln(stderr, "site saw more requests at once than its cap, a disallowed request, or a gap under its delay.")
-		fmt.Fprintln(stderr, "\nFlags:")
-		fs.PrintDefaults()
-	}
+	d := &demoFlags{}
+	fs.IntVar(&d.sites, "sites", 10, "number of test sites")
+	fs.StringVar(&d.profile, "profile", "mixed", "test site preset: "+strings.Join(testserver.PresetNames(), ", "))
+	fs.IntVar(&d.procs, "procs", 3, "crawler worker processes")
+	fs.IntVar(&d.workers, "workers", 4, "concurrent fetches per process")
+	fs.StringVar(&d.redisURL, "redis", "", "use this Redis instead of an embedded one (redis://host:port)")
+	fs.StringVar(&d.semaphore, "semaphore", limiter.ModeLockedName, "semaphore mode: locked or atomic")
+	fs.DurationVar(&d.lease, "lease", 2*time.Second, "permit lease (the mixed profile has pages that stream longer)")
+	fs.StringVar(&d.listen, "listen", "127.0.0.1:0", "test server dashboard address")
+	fs.DurationVar(&d.limit, "limit", 3*time.Minute, "give up after this long")
+	fs.StringVar(&d.warc, "warc", "", "write every request and response as WARC files here (default: a new directory under $TMPDIR; \"off\" for none)")
+	fs.StringVar(&d.logLevel, "log-level", "info", "the worker processes' --log-level (their logs are shown when one fails)")
+	fs.StringVar(&d.logFormat, "log-format", "auto", "the worker processes' --log-format")
+	fs.Usage = func() { printUsage(fs, demoUsage) }
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return nil, err
+	}
+	d.args = fs.Args()
+	return d, d.check()
+}
+
+// check returns a usage error for the first setting the workers would
+// refuse or the demo cannot run with, checked as 'crawler run' checks
+// its own (limiter.ParseMode, logging.Check*).
+func (d *demoFlags) check() error {
+	switch {
+	case d.procs < 1 || d.procs > 64:
+		return usageErr("--procs %d: want 1..64", d.procs)
+	case d.workers < 1 || d.workers > 256:
+		return usageErr("--workers %d: want 1..256", d.workers)
+	}
+	if _, err := limiter.ParseMode(d.semaphore); err != nil {
+		return usageErr("--semaphore %q: want %s or %s", d.semaphore, limiter.ModeLockedName, limiter.ModeAtomicName)
 	}
 	switch {
-	case *procs < 1 || *procs > 64:
-		return usageErr("--procs %d: want 1..64", *procs)
-	case *workers < 1 || *workers > 256:
-		return usageErr("--workers %d: want 1..256", *workers)
-	case *semaphore != "locked" && *semaphore != "atomic":
-		return usageErr("--semaphore %q: want locked or atomic", *semaphore)
-	case logging.CheckLevel(*logLevel) != nil:
-		return usageErr("--log-level %q: want %s", *logLevel, logging.Levels)
-	case logging.CheckFormat(*logFormat) != nil:
-		return usageErr("--log-format %q: want %s", *logFormat, logging.Formats)
-	case fs.NArg() > 0:
-		return usageErr("unexpected arguments %q", fs.Args())
+	case logging.CheckLevel(d.logLevel) != nil:
+		return usageErr("--log-level %q: want %s", d.logLevel, logging.Levels)
+	case logging.CheckFormat(d.logFormat) != nil:
+		return usageErr("--log-format %q: want %s", d.logFormat, logging.Formats)
+	case len(d.args) > 0:
+		return usageErr("unexpected arguments %q", d.args)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *limit)
-	defer cancel()
+	return nil
+}
 
-	if *redisURL == "" {
-		m, stop, err := embeddedRedis()
-		if err != nil {
-			return err
-		}
-		defer stop()
-		*redisURL = "redis://" + m.Addr()
-		fmt.Fprintf(stdout, "demo: embedded Redis (miniredis) at %s\n", m.Addr())
-	}
-	p, err := testserver.Preset(*profile, *sites, 1)
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	ts, err := testserver.New(p, testserver.WithControl(*listen))
+// runDemo wires crawler demo: flags → Redis (embedded unless --redis) →
+// the test sites → the worker processes → what the sites saw, and an
+// error when they saw a violation (demoOutcome).
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	d, err := parseDemoFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	if err := ts.Start(); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, d.limit)
+	defer cancel()
+	stopRedis, err := d.startRedis(stdout)
+	if err != nil {
+		return err
+	}
+	defer stopRedis()
+	ts, seeds, shared, err := d.startSites(stdout)
+	if err != nil {
 		return err
 	}
 	defer ts.Close()
-	var seeds []string
+	fmt.Fprintf(stdout, "demo: %d crawler processes x %d workers, %s semaphore, lease %s\n", d.procs, d.workers, d.semaphore, d.lease)
+	start := time.Now()
+	failed, err := runWorkers(ctx, d.workerArgs(shared, seeds), d.procs, ts, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "demo: crawl finished in %.1fs\n\n", time.Since(start).Seconds())
+	bad, badAddrs := writeVerdict(stdout, ts.Stats())
+	writeFragile(stdout, ts.Stats())
+	writeWARCNote(stdout, d.warc)
+	return demoOutcome(ctx, d, failed, bad, badAddrs, stdout)
+}
+
+// demoOutcome is the demo's exit: nil after a signal (it exits 130 or 143,
+// see signalExit); an error when it gave up after --limit, when a worker
+// process failed, or when a site or an IP saw a violation, in that order;
+// else nil, after saying every site was crawled politely.
+func demoOutcome(ctx context.Context, d *demoFlags, failed, bad, badAddrs int, stdout io.Writer) error {
+	switch {
+	case signalled(ctx) != 0:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("gave up after --limit %s", d.limit)
+	case failed > 0:
+		return fmt.Errorf("%d of %d worker processes failed", failed, d.procs)
+	case bad > 0:
+		return fmt.Errorf("%d site(s) saw impolite behaviour", bad)
+	case badAddrs > 0:
+		return fmt.Errorf("%d IP(s) saw more than their cap at once, or a request for a Host they do not serve (421)", badAddrs)
+	}
+	fmt.Fprintln(stdout, "\nEvery site saw at most its cap at once, no disallowed request, and its crawl delay kept.")
+	return nil
+}
+
+// startRedis sets --redis to an embedded Redis when it is not given, and
+// says so; stop ends it.
+func (d *demoFlags) startRedis(stdout io.Writer) (stop func(), err error) {
+	if d.redisURL != "" {
+		return func() {}, nil
+	}
+	m, stop, err := embeddedRedis()
+	if err != nil {
+		return nil, err
+	}
+	d.redisURL = "redis://" + m.Addr()
+	fmt.Fprintf(stdout, "demo: embedded Redis (miniredis) at %s\n", m.Addr())
+	return stop, nil
+}
+
+// startSites starts the test sites of --profile and says what they are.
+// It returns their seeds and the flags every worker needs for them: the
+// names to --resolve, the profile's cap per IP, hold-offs scaled down to
+// the demo's seconds when some sites are fragile, and --warc.
+func (d *demoFlags) startSites(stdout io.Writer) (ts *testserver.Server, seeds, shared []string, err error) {
+	p, err := testserver.Preset(d.profile, d.sites, 1)
+	if err != nil {
+		return nil, nil, nil, usageErr("%v", err)
+	}
+	if ts, err = testserver.New(p, testserver.WithControl(d.listen)); err == nil {
+		err = ts.Start()
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	for _, s := range ts.Sites() {
 		seeds = append(seeds, s.URL+"/")
 	}
-	fmt.Fprintf(stdout, "demo: %d %s sites on 127.0.0.2 and up; dashboard %s\n", len(seeds), *profile, ts.ControlURL())
-	var shared []string // --resolve for the sites reached by name, --max-per-ip for a profile's cap per IP
+	fmt.Fprintf(stdout, "demo: %d %s sites on 127.0.0.2 and up; dashboard %s\n", len(seeds), d.profile, ts.ControlURL())
+	shared = siteArgs(ts, p, stdout)
+	if d.warc, err = demoWARCDir(d.warc); err != nil {
+		ts.Close()
+		return nil, nil, nil, err
+	}
+	if d.warc != "" {
+		shared = append(shared, "--warc", d.warc)
+	}
+	return ts, seeds, shared, nil
+}
+
+// siteArgs are the flags the workers need for ts's sites, and says why:
+// --resolve for the sites reached by name, --max-per-ip for a profile's
+// cap per IP, and, when some sites are fragile, adaptive politeness's
+// hold-offs after a 503 scaled down to the demo's seconds.
+func siteArgs(ts *testserver.Server, p testserver.Profile, stdout io.Writer) []string {
+	var shared []string
 	for _, r := range ts.Resolve() {
 		shared = append(shared, "--resolve", r)
 	}
@@ -103,85 +198,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "demo: the sites share %d IPs (%d by name, told apart by Host), cap per IP %d\n",
 			len(st.Addresses), len(ts.Resolve()), p.AddressCap)
 	}
-	if fragile := slices.ContainsFunc(ts.Sites(), func(s testserver.Site) bool { return s.Spec.Fragile.On() }); fragile {
+	if slices.ContainsFunc(ts.Sites(), func(s testserver.Site) bool { return s.Spec.Fragile.On() }) {
 		// A 503 without Retry-After holds the fleet off a minute by
 		// default, doubling: scaled down to the demo's seconds.
 		shared = append(shared, "--adaptive-backoff", "2s", "--adaptive-backoff-max", "10s", "--adaptive-forgive", "30s")
 		fmt.Fprintln(stdout, "demo: fragile sites: adaptive politeness lowers their cap; hold-offs after a 503 scaled to 2s..10s (60s..24h by default)")
 	}
-	if *warcDir, err = demoWARCDir(*warcDir); err != nil {
-		return err
-	}
-	if *warcDir != "" {
-		shared = append(shared, "--warc", *warcDir)
-	}
-	fmt.Fprintf(stdout, "demo: %d crawler processes x %d workers, %s semaphore, lease %s\n", *procs, *workers, *semaphore, *lease)
-
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	crawlName := fmt.Sprintf("demo-%d", rand.Uint32())
-	start := time.Now()
-	results := make([]error, *procs)
-	logs := make([]bytes.Buffer, *procs)
-	var wg sync.WaitGroup
-	for i := 0; i < *procs; i++ {
-		cmd := exec.CommandContext(ctx, exe, append([]string{"run", "--redis", *redisURL, "--crawl", crawlName,
-			"--workers", strconv.Itoa(*workers), "--lease", lease.String(), "--semaphore", *semaphore,
-			"--timeout", "30s", "--visibility", "1m", "--progress", "1h", "--stop-grace", "5s",
-			"--log-level", *logLevel, "--log-format", *logFormat}, append(shared, seeds...)...)...)
-		cmd.Stdout, cmd.Stderr = &logs[i], &logs[i]
-		// Let workers give URLs back: SIGTERM stops them gracefully even
-		// after a Ctrl-C at the terminal reached them too (a second SIGINT
-		// would make them quit at once).
-		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-		cmd.WaitDelay = 10 * time.Second
-		wg.Add(1)
-		go func() { defer wg.Done(); results[i] = cmd.Run() }()
-	}
-	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }() // ends when the children do
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
-wait:
-	for {
-		select {
-		case <-finished:
-			break wait
-		case <-tick.C:
-			var reqs, inflight int64
-			for _, s := range ts.Stats().Sites {
-				reqs, inflight = reqs+s.Requests, inflight+int64(s.InFlight)
-			}
-			fmt.Fprintf(stdout, "demo: %4.0fs  %d requests so far, %d in flight\n", time.Since(start).Seconds(), reqs, inflight)
-		}
-	}
-	failed := 0
-	for i, err := range results {
-		if err != nil && signalled(ctx) == 0 { // stopped by a signal: each exits 130 or 143
-			failed++
-			fmt.Fprintf(stderr, "demo: worker process %d: %v\n%s", i+1, err, tail(logs[i].String(), 20))
-		}
-	}
-	fmt.Fprintf(stdout, "demo: crawl finished in %.1fs\n\n", time.Since(start).Seconds())
-	bad, badAddrs := writeVerdict(stdout, ts.Stats())
-	writeFragile(stdout, ts.Stats())
-	writeWARCNote(stdout, *warcDir)
-	switch {
-	case signalled(ctx) != 0:
-		return nil // exits 130 or 143 (see signalExit)
-	case ctx.Err() != nil:
-		return fmt.Errorf("gave up after --limit %s", *limit)
-	case failed > 0:
-		return fmt.Errorf("%d of %d worker processes failed", failed, *procs)
-	case bad > 0:
-		return fmt.Errorf("%d site(s) saw impolite behaviour", bad)
-	case badAddrs > 0:
-		return fmt.Errorf("%d IP(s) saw more than their cap at once, or a request for a Host they do not serve (421)", badAddrs)
-	}
-	fmt.Fprintln(stdout, "\nEvery site saw at most its cap at once, no disallowed request, and its crawl delay kept.")
-	return nil
+	return shared
 }
 
 // embeddedRedis starts miniredis on loopback, with its key TTLs advanced in
@@ -209,71 +232,4 @@ func embeddedRedis() (*miniredis.Miniredis, func(), error) {
 		}
 	}()
 	return m, func() { close(stop); <-done; m.Close() }, nil
-}
-
-// writeVerdict prints what each site saw and returns how many sites saw a
-// violation: more than their cap at once, a disallowed request, or a gap
-// under their crawl delay. When sites share an IP, it then prints what each
-// IP and port saw at once over all its sites, and also returns how many IPs
-// saw a violation: more than their cap at once (when the profile sets
-// one), or a request answered 421 (sent to an address that does not serve
-// its Host).
-func writeVerdict(w io.Writer, st testserver.Stats) (bad, badAddrs int) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "site\trobots.txt asks\tcap\tpages\tmax at once\tover cap\tdisallowed\trobots.txt fetches\tmin gap / delay\t")
-	for _, s := range st.Sites {
-		gap := "-"
-		if s.MinGapMs >= 0 && s.CrawlDelayMs > 0 {
-			gap = fmt.Sprintf("%.0f / %d ms", s.MinGapMs, s.CrawlDelayMs)
-		}
-		verdict := "ok"
-		if s.MaxInFlight > s.Cap || s.OverCap > 0 || s.DisallowedHits > 0 || (s.CrawlDelayMs > 0 && s.MinGapMs >= 0 && s.MinGapMs < float64(s.CrawlDelayMs)) {
-			verdict, bad = "VIOLATION", bad+1
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Host, s.Rules, s.Cap, s.Pages,
-			s.MaxInFlight, s.OverCap, s.DisallowedHits, s.RobotsFetches, gap, verdict)
-	}
-	tw.Flush()
-	if !st.Shared() {
-		return bad, 0
-	}
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "address\tsites\tpages\tcap\tmax at once\tover cap\tmisdirected (421)\t")
-	pages := map[string]int64{} // per site Host
-	for _, s := range st.Sites {
-		pages[s.Host] = s.Pages
-	}
-	for _, rows := range []struct {
-		kind string
-		list []testserver.AddrStats
-	}{{"ip", st.Addresses}, {"port", st.Listeners}} {
-		for _, a := range rows.list {
-			var n int64
-			for _, h := range a.Sites {
-				n += pages[h]
-			}
-			limit, verdict := "-", "-"
-			if a.Cap > 0 {
-				limit = strconv.Itoa(a.Cap)
-			}
-			if rows.kind == "ip" {
-				verdict = "ok"
-				if a.OverCap > 0 || a.Misdirected > 0 {
-					verdict, badAddrs = "VIOLATION", badAddrs+1
-				}
-			}
-			fmt.Fprintf(tw, "%s %s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\n", rows.kind, a.Addr, len(a.Sites), n, limit, a.MaxInFlight, a.OverCap, a.Misdirected, verdict)
-		}
-	}
-	tw.Flush()
-	return bad, badAddrs
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n") + "\n"
 }

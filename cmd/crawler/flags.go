@@ -36,6 +36,14 @@ func parseQuiet(fs *flag.FlagSet, parse func() error) error {
 	return badFlags(fmt.Sprintf("%v (see '%s -h')", err, fs.Name()))
 }
 
+// printUsage writes a command's help to fs's output: text (its usage
+// line and what it does, ending in a newline), then "Flags:" and fs's
+// flags with their defaults.
+func printUsage(fs *flag.FlagSet, text string) {
+	fmt.Fprint(fs.Output(), text+"\nFlags:\n")
+	fs.PrintDefaults()
+}
+
 // badFlags is a usage error (errUsage, exit 2) printed as it is, without
 // usageErr's "usage:".
 type badFlags string

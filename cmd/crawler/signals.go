@@ -91,6 +91,24 @@ func onStop(ctx context.Context, say func(hint string)) {
 	}
 }
 
+// stop acts on the first signal: it notes whether the command's work was
+// already over (the signal then ends a wait, see signalExit), cancels the
+// command's context with sig as the cause, and tells the user.
+func (n *stopNotice) stop(sig syscall.Signal, cancel context.CancelCauseFunc) {
+	n.mu.Lock()
+	n.late = n.over
+	n.mu.Unlock()
+	cancel(stopSignal{sig})
+	hint := "stopping"
+	if sig == syscall.SIGINT {
+		hint = stopHint
+	}
+	n.mu.Lock()
+	say := n.say
+	n.mu.Unlock()
+	say(hint)
+}
+
 // notifyStop returns a context that the first SIGINT or SIGTERM cancels,
 // with a stopSignal as its cause, and then tells the user (see onStop): the
 // command stops gracefully. A second SIGINT (Ctrl-C pressed again) calls
@@ -116,18 +134,7 @@ func notifyStop(parent context.Context, stderr io.Writer, quit func(code int)) (
 			switch {
 			case !stopped:
 				stopped = true
-				n.mu.Lock()
-				n.late = n.over
-				n.mu.Unlock()
-				cancel(stopSignal{sig.(syscall.Signal)})
-				hint := "stopping"
-				if sig == syscall.SIGINT {
-					hint = stopHint
-				}
-				n.mu.Lock()
-				say := n.say
-				n.mu.Unlock()
-				say(hint)
+				n.stop(sig.(syscall.Signal), cancel)
 			case sig == syscall.SIGINT:
 				fmt.Fprintln(stderr, "crawler: interrupted again: quitting at once")
 				quit(exitInterrupted)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -17,15 +16,18 @@ import (
 	"github.com/polite-crawler/polite/robots"
 )
 
+// statusUsage is crawler status's help, before its flags.
+const statusUsage = `Usage: crawler status [flags]
+
+Shows a crawl as Redis has it: its counts, the limits it was created with, and per site
+with queued URLs the permit limit, holders, waiters and backlog. Only --redis*, --prefix and
+--crawl matter. Exits 1 when the crawl does not exist ('crawler crawls' lists them).
+`
+
+// runStatus wires crawler status: settings → Redis → the crawl's counts
+// and limits, then a row per site with queued URLs (writeSites).
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, _, err := loadConfig("status", args, stderr, func(fs *flag.FlagSet) {
-		fmt.Fprintln(stderr, "Usage: crawler status [flags]")
-		fmt.Fprintln(stderr, "\nShows a crawl as Redis has it: its counts, the limits it was created with, and per site")
-		fmt.Fprintln(stderr, "with queued URLs the permit limit, holders, waiters and backlog. Only --redis*, --prefix and")
-		fmt.Fprintln(stderr, "--crawl matter. Exits 1 when the crawl does not exist ('crawler crawls' lists them).")
-		fmt.Fprintln(stderr, "\nFlags:")
-		fs.PrintDefaults()
-	})
+	cfg, _, err := loadConfig("status", args, stderr, statusUsage)
 	if err != nil {
 		return err
 	}
@@ -52,9 +54,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		cfg.Crawl, cfg.RedisAddrs(), st.Queued, st.InFlight, st.Done, st.Failed, st.Seen)
 	// The crawl's own limits, as its processes recorded them, not this
 	// process's flags.
-	perSite := meta.MaxPerSite
 	fmt.Fprintf(stdout, "limits: %s\n", limits(meta, st))
 	fmt.Fprintf(stdout, "scope: %s\n\n", meta.Scope)
+	perSite := meta.MaxPerSite
 	if perSite == 0 { // a crawl from before the limits were recorded
 		perSite = cfg.MaxPerSite
 	}
@@ -62,7 +64,14 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	return writeSites(ctx, stdout, sites, perSite, lim, rob)
+}
+
+// writeSites prints a row per site with queued URLs: its permit limit
+// (the lower of perSite and what its robots.txt asks, "?" when none is
+// cached yet) and the limiter's state of it (siteRow), then a legend.
+func writeSites(ctx context.Context, w io.Writer, sites []frontier.SiteQueue, perSite int, lim *limiter.Limiter, rob *robots.Cache) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "site\tlimit\tcap now\textra delay\tttfb\tbackoff\tholders\twaiters\tqueued\tready in\tdelay left\t")
 	for _, s := range sites {
 		limit, known := perSite, "?"
@@ -75,33 +84,45 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		ready := s.ReadyIn.String()
-		if s.Full {
-			ready = "at cap" // back when one of its fetches settles
-		}
-		capNow, ttfb, back := "-", "-", "-"
-		if ls.Cap > 0 {
-			capNow = strconv.Itoa(ls.Cap)
-		}
-		if ls.TTFB > 0 {
-			ttfb = ls.TTFB.Round(time.Millisecond).String()
-		}
-		if ls.BackoffLeft > 0 {
-			back = fmt.Sprintf("%s (x%d)", ls.BackoffLeft.Round(time.Second), ls.Backoffs)
-		}
-		fmt.Fprintf(tw, "%s\t%d%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", s.Site, limit, known, capNow, ls.ExtraDelay, ttfb, back,
-			ls.Holders, ls.Waiting, s.Queued, ready, ls.NextIn)
+		fmt.Fprintln(tw, siteRow(s, strconv.Itoa(limit)+known, ls))
 	}
 	if len(sites) == 0 {
 		fmt.Fprintln(tw, "(no site has queued URLs)\t\t\t\t\t\t\t\t\t\t\t")
 	}
 	tw.Flush()
 	if len(sites) > 0 {
-		fmt.Fprintln(stdout, "\nlimit?: robots.txt not fetched yet; the crawl's max per site is shown. cap now: the cap adaptive politeness")
-		fmt.Fprintln(stdout, "applies, fleet-wide (- : no health recorded yet); extra delay, ttfb (smoothed time to first byte) and")
-		fmt.Fprintln(stdout, "backoff (after a 429/503 without Retry-After, with its level) are the site's health in Redis.")
+		fmt.Fprint(w, siteLegend)
 	}
 	return nil
+}
+
+// siteLegend explains writeSites' columns.
+const siteLegend = `
+limit?: robots.txt not fetched yet; the crawl's max per site is shown. cap now: the cap adaptive politeness
+applies, fleet-wide (- : no health recorded yet); extra delay, ttfb (smoothed time to first byte) and
+backoff (after a 429/503 without Retry-After, with its level) are the site's health in Redis.
+`
+
+// siteRow is a site's row of writeSites, tab-separated: "-" for what the
+// limiter has not recorded, "at cap" when the site waits for one of its
+// fetches to settle.
+func siteRow(s frontier.SiteQueue, limit string, ls limiter.SiteStatus) string {
+	ready := s.ReadyIn.String()
+	if s.Full {
+		ready = "at cap" // back when one of its fetches settles
+	}
+	capNow, ttfb, back := "-", "-", "-"
+	if ls.Cap > 0 {
+		capNow = strconv.Itoa(ls.Cap)
+	}
+	if ls.TTFB > 0 {
+		ttfb = ls.TTFB.Round(time.Millisecond).String()
+	}
+	if ls.BackoffLeft > 0 {
+		back = fmt.Sprintf("%s (x%d)", ls.BackoffLeft.Round(time.Second), ls.Backoffs)
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t", s.Site, limit, capNow, ls.ExtraDelay, ttfb, back,
+		ls.Holders, ls.Waiting, s.Queued, ready, ls.NextIn)
 }
 
 // limits says what the crawl applies, from its meta: shards, page limit

@@ -14,6 +14,25 @@ import (
 	"github.com/polite-crawler/polite/testserver"
 )
 
+// testserverUsage is crawler testserver's help, before its flags.
+const testserverUsage = `Usage: crawler testserver [flags]
+
+Serves many web sites on loopback, each with its own address, robots.txt and pages,
+and measures what each site sees: requests in flight against its cap, gaps against its
+crawl delay, hits on disallowed paths, robots.txt fetches, duplicates. Runs until interrupted
+(Ctrl-C or SIGTERM: it exits 130 or 143, as every command a signal stops, after its summary),
+then prints a summary per site, and per address when sites share one (the shared preset, or
+"address"/"vhost" in a profile file: virtual hosts by Host header, several ports on one IP;
+a site with a vhost is reached by name with curl's --resolve NAME:PORT:IP, printed below).
+Fragile sites (the fragile preset, or "fragile" in a profile file) slow down with each request in
+flight and answer 503 without Retry-After past a limit; the summary adds their latency and 5xx.
+With --port N the URLs stay the same from run to run: the dashboard is on 127.0.0.1:N and the sites
+listen on N+1, N+2, ..., one port per listener in profile order (one per site, but the vhosts of
+one address share one). A port in use is an error naming it. The dashboard updates itself every 2 s.
+`
+
+// runTestserver wires crawler testserver: flags → the profile's sites,
+// served until ctx ends → a summary of what each saw.
 func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("crawler testserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -23,22 +42,7 @@ func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 	listen := fs.String("listen", "127.0.0.1:8080", "control address: dashboard at /, figures at /_stats, POST /_reset")
 	sameHost := fs.Bool("same-host", false, "put every site on 127.0.0.1 (ports differ) instead of 127.0.0.2, 127.0.0.3, ...")
 	port := fs.Int("port", 0, "fixed ports, the same every run: the dashboard on 127.0.0.1:N, the sites' listeners on N+1, N+2, ... in profile order (instead of --listen; 0: ports the system chooses)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: crawler testserver [flags]")
-		fmt.Fprintln(stderr, "\nServes many web sites on loopback, each with its own address, robots.txt and pages,")
-		fmt.Fprintln(stderr, "and measures what each site sees: requests in flight against its cap, gaps against its")
-		fmt.Fprintln(stderr, "crawl delay, hits on disallowed paths, robots.txt fetches, duplicates. Runs until interrupted")
-		fmt.Fprintln(stderr, "(Ctrl-C or SIGTERM: it exits 130 or 143, as every command a signal stops, after its summary),")
-		fmt.Fprintln(stderr, "then prints a summary per site, and per address when sites share one (the shared preset, or")
-		fmt.Fprintln(stderr, "\"address\"/\"vhost\" in a profile file: virtual hosts by Host header, several ports on one IP;")
-		fmt.Fprintln(stderr, "a site with a vhost is reached by name with curl's --resolve NAME:PORT:IP, printed below).")
-		fmt.Fprintln(stderr, "Fragile sites (the fragile preset, or \"fragile\" in a profile file) slow down with each request in")
-		fmt.Fprintln(stderr, "flight and answer 503 without Retry-After past a limit; the summary adds their latency and 5xx.")
-		fmt.Fprintln(stderr, "With --port N the URLs stay the same from run to run: the dashboard is on 127.0.0.1:N and the sites")
-		fmt.Fprintln(stderr, "listen on N+1, N+2, ..., one port per listener in profile order (one per site, but the vhosts of")
-		fmt.Fprintln(stderr, "one address share one). A port in use is an error naming it. The dashboard updates itself every 2 s.\n\nFlags:")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printUsage(fs, testserverUsage) }
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -53,12 +57,26 @@ func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	srv, err := testserver.New(p, opts...)
+	srv, err := startTestserver(p, opts, stdout)
 	if err != nil {
 		return err
 	}
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "testserver: stopping; waiting for requests in flight")
+	err = srv.Close()
+	writeSummary(stdout, srv.Stats())
+	return err
+}
+
+// startTestserver serves p's sites with opts and says where: each site's
+// URL, cap, crawl delay and --resolve, and the control URLs.
+func startTestserver(p testserver.Profile, opts []testserver.Option, stdout io.Writer) (*testserver.Server, error) {
+	srv, err := testserver.New(p, opts...)
+	if err != nil {
+		return nil, err
+	}
 	if err := srv.Start(); err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintf(stdout, "testserver: profile %s, %d sites\n", p.Name, len(p.Sites))
 	for _, s := range srv.Sites() {
@@ -69,11 +87,7 @@ func runTestserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stdout, "site %s cap %d%s%s\n", s.URL, s.Cap, delayNote(s.CrawlDelay), resolve)
 	}
 	fmt.Fprintf(stdout, "control %s (dashboard), %s/_stats (JSON)\n", srv.ControlURL(), srv.ControlURL())
-	<-ctx.Done()
-	fmt.Fprintln(stdout, "testserver: stopping; waiting for requests in flight")
-	err = srv.Close()
-	writeSummary(stdout, srv.Stats())
-	return err
+	return srv, nil
 }
 
 // testserverOptions checks --listen and --port and turns them, with
