@@ -52,14 +52,16 @@ func NewRobotsCache(rdb redis.Cmdable, lim *limiter.Limiter, cap int, o robots.C
 // the permit of its key, and a crawl delay holds off the key's permits.
 // robots.txt itself is still fetched and cached per scheme+host+port.
 func NewRobotsCacheOn(rdb redis.Cmdable, lim *limiter.Limiter, net *Net, key robots.SiteKey, o robots.CacheOptions, obs fetch.Observer) *robots.Cache {
-	tr := &fetch.RobotsTransport{Base: pool(3), Limiter: lim, Observer: obs, Timeout: o.FetchTimeout, SiteKey: key}
+	tr := &fetch.RobotsTransport{Base: pool(3), Limiter: lim, Observer: obs, Timeout: o.FetchTimeout, SiteKey: key, Log: o.Log}
 	if net != nil {
 		tr.Base = net.rt
 	}
 	then := o.Fetched
 	o.Fetched = func(ctx context.Context, site string, p robots.Policy) {
 		if p.CrawlDelay > 0 {
-			lim.Backoff(ctx, permitSite(key, site), p.CrawlDelay)
+			if err := lim.Backoff(ctx, permitSite(key, site), p.CrawlDelay); err != nil && o.Log != nil {
+				o.Log.Warn("could not start the crawl delay from the robots.txt request; the site's permits start it from their own", "site", site, "crawl_delay", p.CrawlDelay, "err", err)
+			}
 		}
 		if then != nil {
 			then(ctx, site, p)

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -34,6 +35,9 @@ type RobotsTransport struct {
 	// site would be judged unreachable and closed. Give it the Cache's
 	// FetchTimeout (default 30s, as the Cache's).
 	Timeout time.Duration
+	// Log hears, as warnings, what the transport failed to do but went on
+	// without, as Transport.Log does (nil: nothing is logged).
+	Log *slog.Logger
 
 	once sync.Once
 	tr   *Transport
@@ -41,7 +45,9 @@ type RobotsTransport struct {
 
 // RoundTrip takes the site's permit and makes the request under it.
 func (t *RobotsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.once.Do(func() { t.tr = &Transport{Base: t.Base, Limiter: t.Limiter, Observer: t.Observer, SiteKey: t.SiteKey} })
+	t.once.Do(func() {
+		t.tr = &Transport{Base: t.Base, Limiter: t.Limiter, Observer: t.Observer, SiteKey: t.SiteKey, Log: t.Log}
+	})
 	timeout := t.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -60,6 +61,10 @@ type CacheOptions struct {
 	// from the robots.txt request itself. site is the permits' site (Site),
 	// which the http and https robots.txt of a host share.
 	Fetched func(ctx context.Context, site string, p Policy)
+	// Log hears, as warnings, what was done without on the way: the cache
+	// itself goes on without it, and crawl.NewRobotsCacheOn gives it to its
+	// transport and its crawl-delay hook (nil: nothing is logged).
+	Log *slog.Logger
 }
 
 func (o *CacheOptions) prefix() string {

@@ -134,7 +134,9 @@ func (c *Crawl) Finish() {
 		c.archive = nil
 	}
 	if c.out != nil {
-		c.out.Close()
+		if err := c.out.Close(); err != nil {
+			c.log.Error("--out not finished: its last results may be lost", "file", c.cfg.Out, "err", err)
+		}
 		c.out = nil
 	}
 }

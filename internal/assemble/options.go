@@ -60,7 +60,7 @@ func parsed(cfg *config.Config) (robots.SiteKey, fetch.Pins, error) {
 // cannot be reached is logged, as it closes its site.
 func robotsOptions(cfg *config.Config, log *slog.Logger) robots.CacheOptions {
 	return robots.CacheOptions{Prefix: cfg.Prefix, UserAgent: cfg.UserAgent, FetchTimeout: cfg.Timeout,
-		Parse: robots.Options{MaxCrawlDelay: cfg.MaxCrawlDelay},
+		Parse: robots.Options{MaxCrawlDelay: cfg.MaxCrawlDelay}, Log: log,
 		Fetched: func(_ context.Context, site string, p robots.Policy) {
 			if p.Unreachable() {
 				log.Warn("robots.txt unreachable: the site is closed until it is fetched again", "site", site, "status", p.Status, "cause", p.Why())
