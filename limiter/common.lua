@@ -71,7 +71,8 @@ local function wait_hints(now, lease, nxt, oldest)
   return math.max(1, nxt - now), back
 end
 
--- The wait hint for a waiter at rank under limit.
+-- The wait hint for a waiter at rank (0 first), the first limit ranks holding
+-- permits.
 local function wait_hint(now, lease, rank, limit, nxt, oldest)
   local front, back = wait_hints(now, lease, nxt, oldest)
   if rank < limit then

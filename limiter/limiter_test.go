@@ -551,3 +551,29 @@ func TestPermitPastItsFenceIsLostAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A full site's wait hint is when the oldest holder's lease could run out
+// (a holder that died frees its slot then), not the crawl delay's end
+// (which the site has none of): the hint for a ticket behind the limit.
+func TestFullSiteWaitIsTheOldestLease(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		const lease = 10 * time.Second
+		l := newLimiter(t, newClient(t), Options{Mode: mode, Lease: lease})
+		p, err := l.TryAcquire(ctx, "full.example", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Release(ctx)
+		_, err = l.TryAcquire(ctx, "full.example", 1)
+		var busy *BusyError
+		if !errors.As(err, &busy) || !busy.Full {
+			t.Fatalf("second TryAcquire: got %v, want a full site's *BusyError", err)
+		}
+		// The holder took its permit moments ago: its lease runs out about
+		// a lease from now, never later than that and a millisecond.
+		if busy.Wait <= lease/2 || busy.Wait > lease+time.Millisecond {
+			t.Fatalf("wait hint %s, want about the lease (%s)", busy.Wait, lease)
+		}
+	})
+}

@@ -15,12 +15,13 @@
 -- contributors' rules are recorded), releases the lock and
 -- returns {2, ms to wait}. Otherwise it drops expired entries, takes
 -- counters with INCRBY (never lower than any taken before: a counter is never
--- set back), adds the entries, releases the lock and returns {1, entries kept
--- ahead (ZCARD owners before ours), next-request ms, the wait hints for a
--- ticket in front and one behind (wait_hints in common.lua), server ms, the ceiling's limit and
--- delay ms (0 0 when m is 0), the health's effective cap (0: not reduced)
--- and extra delay ms (adaptive.lua)}. With contributors, their rules are recorded
--- first and the ceiling is what every rule with a contributor applies.
+-- set back), adds the entries, releases the lock and returns {1, entries
+-- kept ahead (ZCARD owners before ours), next-request ms, the wait hints for
+-- a ticket in front and one behind (wait_hints in common.lua), server ms,
+-- the ceiling's limit and delay ms (0 0 when m is 0), the health's effective
+-- cap (0: not reduced) and extra delay ms (adaptive.lua)}. With
+-- contributors, their rules are recorded first and the ceiling is what every
+-- rule with a contributor applies.
 local got
 if ARGV[7] == '1' then
   got = redis.call('MGET', KEYS[4], KEYS[5], KEYS[7])
