@@ -59,7 +59,7 @@ func NewRobotsCacheOn(rdb redis.Cmdable, lim *limiter.Limiter, net *Net, key rob
 	then := o.Fetched
 	o.Fetched = func(ctx context.Context, site string, p robots.Policy) {
 		if p.CrawlDelay > 0 {
-			if err := lim.Backoff(ctx, permitSite(key, site), p.CrawlDelay); err != nil && o.Log != nil {
+			if err := lim.Backoff(ctx, permitSite(key, site), p.CrawlDelay); err != nil && o.Log != nil && ctx.Err() == nil {
 				o.Log.Warn("could not start the crawl delay from the robots.txt request; the site's permits start it from their own", "site", site, "crawl_delay", p.CrawlDelay, "err", err)
 			}
 		}

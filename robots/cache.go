@@ -61,9 +61,11 @@ type CacheOptions struct {
 	// from the robots.txt request itself. site is the permits' site (Site),
 	// which the http and https robots.txt of a host share.
 	Fetched func(ctx context.Context, site string, p Policy)
-	// Log hears, as warnings, what was done without on the way: the cache
-	// itself goes on without it, and crawl.NewRobotsCacheOn gives it to its
-	// transport and its crawl-delay hook (nil: nothing is logged).
+	// Log hears, as warnings, what the cache failed to do but went on
+	// without: a fetch lease it could not give back (other workers wait
+	// for it to expire) or an unreachable count it could not give a TTL
+	// (nil: nothing is logged). crawl.NewRobotsCacheOn gives it to its
+	// robots.txt transport and crawl-delay hook too.
 	Log *slog.Logger
 }
 
@@ -329,11 +331,11 @@ func (c *Cache) load(ctx context.Context, o origin) (Policy, error) {
 			// one did so since our read above, use its policy, not a second
 			// fetch.
 			if n, err := c.rdb.Exists(ctx, k.policy).Result(); err == nil && n == 1 {
-				ownedkey.Delete(context.WithoutCancel(ctx), c.rdb, k.lease, token)
+				c.giveBack(ctx, o, k, token)
 				continue
 			}
 			p, err := c.fetchAndStore(ctx, o, k)
-			ownedkey.Delete(context.WithoutCancel(ctx), c.rdb, k.lease, token)
+			c.giveBack(ctx, o, k, token)
 			return p, err
 		}
 		// Someone else is fetching: look again shortly.
@@ -342,6 +344,20 @@ func (c *Cache) load(ctx context.Context, o origin) (Policy, error) {
 			return Policy{}, fmt.Errorf("robots: %s: waiting for another worker's fetch: %w", o, ctx.Err())
 		case <-time.After(25*time.Millisecond + rand.N(50*time.Millisecond)):
 		}
+	}
+}
+
+// giveBack gives o's fetch lease back if it is still ours (token).
+func (c *Cache) giveBack(ctx context.Context, o origin, k originKeys, token string) {
+	if _, err := ownedkey.Delete(context.WithoutCancel(ctx), c.rdb, k.lease, token); err != nil {
+		c.warn("could not give back the robots.txt fetch lease; other workers wait for it to expire", "origin", o.String(), "err", err)
+	}
+}
+
+// warn logs msg as a warning to Options.Log, if set.
+func (c *Cache) warn(msg string, args ...any) {
+	if c.o != nil && c.o.Log != nil {
+		c.o.Log.Warn(msg, args...)
 	}
 }
 
@@ -363,7 +379,9 @@ func (c *Cache) fetchAndStore(ctx context.Context, o origin, k originKeys) (Poli
 			return Policy{}, fmt.Errorf("robots: %s: %w", o, err)
 		}
 		ttl = c.o.retry(fails)
-		c.rdb.PExpire(ctx, k.fails, 2*c.o.retry(fails+1)) // outlives the next retry
+		if err := c.rdb.PExpire(ctx, k.fails, 2*c.o.retry(fails+1)).Err(); err != nil { // outlives the next retry
+			c.warn("could not give robots.txt's unreachable count a TTL; it backs off the next fetch until it is reset", "origin", o.String(), "err", err)
+		}
 		if raw, err := c.rdb.Get(ctx, k.good).Bytes(); err == nil {
 			var good entry
 			if json.Unmarshal(raw, &good) == nil {

@@ -54,7 +54,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	c, err := assemble.New(ctx, rdb, cfg, log)
 	if err != nil {
-		return err
+		return asUsage(err)
 	}
 	defer c.Close()                              // last: the metrics server and the limiter
 	defer lingerMetrics(ctx, c.Server, cfg, log) // after the WARC files and --out are finished

@@ -13,6 +13,7 @@ import (
 
 	"github.com/polite-crawler/polite/config"
 	"github.com/polite-crawler/polite/crawl"
+	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/internal/clock"
 	"github.com/polite-crawler/polite/limiter"
@@ -40,12 +41,13 @@ type Crawl struct {
 	pins    int          // hosts --resolve pins
 }
 
-// New builds the crawl cfg describes on rdb, logging to log. It binds
-// --metrics-addr before it opens any file, so that a port already
-// taken fails first; an error says which setting failed ("--metrics-addr:
-// …", "--warc: …", "--out: …"), and whatever New had opened by then is
-// closed again. cfg must have passed Validate. Call Finish and then Close
-// when done.
+// New builds the crawl cfg describes on rdb, logging to log. It reads
+// the settings first (--semaphore, --site-key, --resolve: ErrUsage, which
+// Validate has ruled out), then binds --metrics-addr before it opens any
+// file, so that a port already taken fails first; an error says which
+// setting failed ("--metrics-addr: …", "--warc: …", "--out: …"), and
+// whatever New had opened by then is closed again. cfg must have passed
+// Validate. Call Finish and then Close when done.
 func New(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, log *slog.Logger) (_ *Crawl, err error) {
 	c := &Crawl{cfg: cfg, log: log, Metrics: metrics.New()}
 	defer func() {
@@ -56,6 +58,10 @@ func New(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, log
 	}()
 	if skew := clock.Skew(); skew != 0 {
 		log.Warn("test build: this process's clock is shifted", "by", skew)
+	}
+	siteKey, pins, err := parsed(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if c.Limiter, err = newLimiter(ctx, rdb, cfg, log); err != nil {
 		return nil, err
@@ -70,7 +76,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, log
 	if err := c.open(); err != nil {
 		return nil, err
 	}
-	if err := c.build(rdb); err != nil {
+	if err := c.build(rdb, siteKey, pins); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -95,12 +101,8 @@ func (c *Crawl) open() (err error) {
 
 // build makes the network, the robots.txt cache, the frontier and the
 // crawler, and shows them in the metrics.
-func (c *Crawl) build(rdb redis.UniversalClient) error {
+func (c *Crawl) build(rdb redis.UniversalClient, siteKey robots.SiteKey, pins fetch.Pins) error {
 	cfg := c.cfg
-	siteKey, pins, err := parsed(cfg)
-	if err != nil {
-		return err
-	}
 	c.pins = len(pins)
 	network, err := crawl.NewNet(c.Limiter, &crawl.NetOptions{Cap: cfg.MaxPerSite, Pins: pins, MaxPerIP: cfg.MaxPerIP, WARC: c.archive})
 	if err != nil {
@@ -121,7 +123,8 @@ func (c *Crawl) build(rdb redis.UniversalClient) error {
 
 // Finish ends what the crawl wrote: it closes the WARC archive, after the
 // crawl's last exchanges, and logs where it is and what it holds (or that
-// it is not finished), and closes --out. Call it after Run; a second
+// it is not finished), and closes --out (logging an error if that fails:
+// its last results may be lost). Call it after Run; a second
 // call does nothing.
 func (c *Crawl) Finish() {
 	if c.archive != nil {

@@ -122,6 +122,10 @@ func TestCrawlFromSettings(t *testing.T) {
 	cfg := settings(t)
 	cfg.Out, cfg.WARC = filepath.Join(t.TempDir(), "out.jsonl"), t.TempDir()
 	cfg.Resolve = ts.Resolve()
+	const earlier = "{\"url\":\"an earlier run's result\"}\n" // --out is appended to
+	if err := os.WriteFile(cfg.Out, []byte(earlier), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c, logs := build(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -147,7 +151,10 @@ func TestCrawlFromSettings(t *testing.T) {
 	}
 	out, _ := os.ReadFile(cfg.Out)
 	warcs, _ := filepath.Glob(filepath.Join(cfg.WARC, "*.warc.gz"))
-	if bytes.Count(out, []byte("\n")) < len(seeds) || len(warcs) == 0 {
+	if !bytes.HasPrefix(out, []byte(earlier)) {
+		t.Errorf("--out lost what an earlier run wrote: it starts %.80q", out)
+	}
+	if bytes.Count(out, []byte("\n")) < len(seeds)+1 || len(warcs) == 0 {
 		t.Errorf("--out has %d lines, --warc %d files", bytes.Count(out, []byte("\n")), len(warcs))
 	}
 	for _, want := range []string{"msg=\"crawl started\"", "seeds=3 new=3", "msg=\"crawl finished\"", "stopped=false", "msg=\"WARC written\""} {

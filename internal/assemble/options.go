@@ -2,7 +2,6 @@ package assemble
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
 	"github.com/polite-crawler/polite/config"
@@ -23,7 +22,7 @@ import (
 func newLimiter(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, log *slog.Logger) (*limiter.Limiter, error) {
 	mode, err := limiter.ParseMode(cfg.Semaphore)
 	if err != nil {
-		return nil, fmt.Errorf("--semaphore: %w", err)
+		return nil, usageError{"--semaphore: " + err.Error(), err}
 	}
 	lim := limiter.New(rdb, &limiter.Options{Mode: mode, Lease: cfg.Lease, Prefix: cfg.Prefix, StopMargin: fetch.AbortGrace,
 		Now: clock.Now, Adaptive: adaptive(cfg)})
@@ -47,11 +46,11 @@ func adaptive(cfg *config.Config) *limiter.Adaptive {
 func parsed(cfg *config.Config) (robots.SiteKey, fetch.Pins, error) {
 	siteKey, err := robots.ParseSiteKey(cfg.SiteKey)
 	if err != nil {
-		return siteKey, nil, fmt.Errorf("--site-key: %w", err)
+		return siteKey, nil, usageError{"--site-key: " + err.Error(), err}
 	}
 	pins, err := fetch.ParseResolve(cfg.Resolve)
 	if err != nil {
-		return siteKey, nil, fmt.Errorf("--resolve: %w", err)
+		return siteKey, nil, usageError{"--resolve: " + err.Error(), err}
 	}
 	return siteKey, pins, nil
 }
