@@ -141,6 +141,7 @@ func TestReportWrite(t *testing.T) {
 		"| crawl steady rate, polite atomic, 1 process(es) | ≥ 0.97× colly alone (1 process) | 0.980× | met |",
 		"| crawl cost, polite atomic, 1 process(es) | ≤ 2 round trips and ≤ 100 µs Redis CPU per page | 1.90, 50 µs | met |",
 		"| crawl cap, polite atomic, 1 process(es) | 0 starts over cap | most 0 (cap 3), 0 over | met |",
+		"| crawl politeness, polite atomic, 1 process(es) | 0 sites with a violation | 0 (0 disallowed requests) | met |",
 		"**20000 pages/s** in atomic mode (1 s ÷ 50 µs)", "×M masters, as long as sites spread over them",
 		"| token list (BLPOP/RPUSH) | 1000 | **1.000×** |", "| 80 µs | **1.75×** |",
 		"## Limiter: uncontended", "## Limiter: throughput", "## Limiter: hand-off", "## Limiter: Redis footprint",

@@ -32,6 +32,7 @@ var goals = struct {
 	crawlTrips    map[string]goal // crawl: Redis round trips per page, robots.txt's excepted, by mode
 	crawlCPU      goal            // crawl: Redis CPU per page
 	overCap       goal            // crawl: requests started with the cap already in flight
+	impolite      goal            // crawl: sites that saw a violation (testserver.SiteStats.Violation)
 	fragile503    goal            // adaptive on the fragile site: the share by which 503s fall
 	fragileP95    goal            // and the share by which its p95 latency falls
 	healthyRate   goal            // the healthy crawl's steady rate, adaptive on ÷ off
@@ -55,6 +56,7 @@ var goals = struct {
 	crawlTrips:    map[string]goal{"atomic": {cmp: "≤", at: 2}, "locked": {cmp: "≤", at: 3}},
 	crawlCPU:      goal{cmp: "≤", at: float64(100 * time.Microsecond), dur: true},
 	overCap:       goal{at: 0, unit: " starts over cap"},
+	impolite:      goal{at: 0, unit: " sites with a violation"},
 	fragile503:    goal{cmp: "≥", at: 0.90, unit: " %", pct: true},
 	fragileP95:    goal{cmp: "≥", at: 0.50, unit: " %", pct: true},
 	healthyRate:   goal{cmp: "≥", at: 0.98, prec: 2},

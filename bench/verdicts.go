@@ -76,7 +76,9 @@ func (r *Report) crawlVerdicts() []verdict {
 		v = append(v, verdict{"crawl steady rate, " + x.Name, rate.String(), got, rate.met(x.VsColly)},
 			verdict{"crawl cost, " + x.Name, trips.bound() + " round trips and " + cpu.bound() + " Redis CPU per page",
 				fmt.Sprintf("%.2f, %s", x.RoundTrips, us(x.RedisCPU)), ok && trips.met(x.RoundTrips) && cpu.met(float64(x.RedisCPU))},
-			verdict{"crawl cap, " + x.Name, goals.overCap.String(), fmt.Sprintf("most %d (cap %d), %d over", x.MaxAtOnce, x.Cap, x.OverCap), x.keptCap()})
+			verdict{"crawl cap, " + x.Name, goals.overCap.String(), fmt.Sprintf("most %d (cap %d), %d over", x.MaxAtOnce, x.Cap, x.OverCap), x.keptCap()},
+			verdict{"crawl politeness, " + x.Name, goals.impolite.String(), fmt.Sprintf("%d (%d disallowed requests)", x.Impolite, x.Disallowed),
+				goals.impolite.met(float64(x.Impolite))})
 	}
 	return v
 }

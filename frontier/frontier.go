@@ -276,6 +276,9 @@ type Frontier struct {
 // not validate (ScopeRules.Validate), every method of the
 // Frontier fails with that error, which Err returns. New makes no call to
 // Redis: the first method that needs the crawl's shard count reads it.
+// On a Redis Cluster, rdb must be the *redis.ClusterClient itself (not a
+// wrapper): the frontier, List and Delete recognise it by its type to
+// send each master its part and to SCAN every master.
 func New(rdb redis.Cmdable, opts *Options) *Frontier {
 	f := &Frontier{rdb: rdb, o: opts.get()}
 	if err := keyname.Check("prefix", f.o.Prefix); err != nil {

@@ -24,7 +24,7 @@ site) and against Redis in Action's semaphores, and the crawler against the site
 against colly alone, all in one run
 on this machine, and writes DIR/BENCHMARKS.md with SVG charts in DIR/` + bench.ChartsDir + `. It needs
 redis-server on PATH unless --redis is given. Exits 1 if our limiter ever let a site see more
-than its cap. A full run takes a few minutes; --quick under a minute.
+than its cap, a disallowed request or a gap under its crawl delay. A full run takes a few minutes; --quick under a minute.
 `
 
 // runBench wires crawler bench: flags → bench.Run on a redis-server (its
@@ -64,7 +64,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "bench: done in %s; report in %s\n", r.Took.Round(time.Second), filepath.Join(*out, "BENCHMARKS.md"))
 	r.Summary(stdout)
 	if !r.SafetyHeld() {
-		return errors.New("our limiter (or the token-list anchor) let a site see more than its cap: see the report")
+		return errors.New("our limiter (or the token-list anchor) let a site see more than its cap, a disallowed request or a gap under its crawl delay: see the report")
 	}
 	return nil
 }
