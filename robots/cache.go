@@ -173,27 +173,6 @@ func (c *Cache) Counts() (local, redis, fetched int64) {
 	return c.hitsLocal.Load(), c.hitsRedis.Load(), c.fetches.Load()
 }
 
-// Cached returns the policy of u's robots.txt (u's scheme, host and port)
-// if Redis has one, without fetching.
-func (c *Cache) Cached(ctx context.Context, u *url.URL) (Policy, bool, error) {
-	o, err := c.origin(u)
-	if err != nil {
-		return Policy{}, false, err
-	}
-	raw, err := c.rdb.Get(ctx, c.keys(o).policy).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return Policy{}, false, nil
-	}
-	if err != nil {
-		return Policy{}, false, fmt.Errorf("robots: %s: %w", o, err)
-	}
-	var e entry
-	if err := json.Unmarshal(raw, &e); err != nil {
-		return Policy{}, false, fmt.Errorf("robots: %s: %w", o, err)
-	}
-	return e.Policy, true, nil
-}
-
 // NewCache returns a Cache. It does not fail: an invalid prefix is returned
 // by every Policy and Cached call instead. client fetches robots.txt: give it the crawler's
 // permit-taking transport for robots.txt (fetch.RobotsTransport), since a

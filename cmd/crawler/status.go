@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -74,17 +73,12 @@ func writeSites(ctx context.Context, w io.Writer, sites []frontier.SiteQueue, pe
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "site\tlimit\tcap now\textra delay\tttfb\tbackoff\tholders\twaiters\tqueued\tready in\tdelay left\t")
 	for _, s := range sites {
-		limit, known := perSite, "?"
-		for _, scheme := range []string{"http", "https"} { // one robots.txt each; the site's permits are shared
-			if pol, ok, err := rob.Cached(ctx, &url.URL{Scheme: scheme, Host: s.Site}); err == nil && ok {
-				limit, known = min(limit, pol.Cap(perSite)), ""
-			}
-		}
+		limit, known := rob.SiteCap(ctx, s.Site, perSite)
 		ls, err := lim.Status(ctx, s.Site, limit)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(tw, siteRow(s, strconv.Itoa(limit)+known, ls))
+		fmt.Fprintln(tw, siteRow(s, limitText(limit, known), ls))
 	}
 	if len(sites) == 0 {
 		fmt.Fprintln(tw, "(no site has queued URLs)\t\t\t\t\t\t\t\t\t\t\t")
@@ -94,6 +88,15 @@ func writeSites(ctx context.Context, w io.Writer, sites []frontier.SiteQueue, pe
 		fmt.Fprint(w, siteLegend)
 	}
 	return nil
+}
+
+// limitText is a site's limit column: "?" after it while no robots.txt of
+// the site is cached (the crawl's max per site stands in).
+func limitText(limit int, known bool) string {
+	if known {
+		return strconv.Itoa(limit)
+	}
+	return strconv.Itoa(limit) + "?"
 }
 
 // siteLegend explains writeSites' columns.

@@ -29,10 +29,7 @@ func TestSiteRow(t *testing.T) {
 			"c.test|3|3|0s|-|-|3|0|1|at cap|0s|"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			limit := "3"
-			if c.name == "fresh" {
-				limit = "3?"
-			}
+			limit := limitText(3, c.name != "fresh") // no robots.txt cached for the fresh site
 			if got := strings.ReplaceAll(siteRow(c.s, limit, c.ls), "\t", "|"); got != c.want {
 				t.Errorf("siteRow = %q, want %q", got, c.want)
 			}
