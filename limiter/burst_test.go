@@ -13,8 +13,8 @@ import (
 
 // A burst of callers on a busy site costs Redis a bounded number of
 // commands per caller before each has its place in line, in both modes, and
-// then every caller gets its permit. ModeLocked used to spin on the site
-// lock: 300 callers cost ~377 commands each.
+// then every caller gets its permit. A ModeLocked that spun on the site
+// lock would cost hundreds of commands a caller here.
 func TestBurstBoundedWork(t *testing.T) {
 	forModes(t, func(t *testing.T, mode Mode) {
 		const procs, perProc, maxPerCaller = 2, 150, 20

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Every spelling of one server is one site (issue 14): each row's inputs
+// Every spelling of one server is one site: each row's inputs
 // must all give want.
 func TestSiteCanonical(t *testing.T) {
 	for _, c := range []struct {

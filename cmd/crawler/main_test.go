@@ -133,7 +133,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--redis", "http://x", "http://a.example/"}, 2, "--redis:"},
 		{[]string{"run", "--config", bad, "http://a.example/"}, 2, "config"},
 		{[]string{"run", "--redis", "redis://127.0.0.1:1", "http://a.example/"}, 1, "cannot reach Redis at 127.0.0.1:1"},
-		// A flag's value "config" is that flag's, not --config (issue 12, item 7).
+		// A flag's value "config" is that flag's, not --config.
 		{[]string{"run", "--crawl", "config", "--redis", down, "http://a.example/"}, 1, "cannot reach Redis at 127.0.0.1:1"},
 		{[]string{"run", "--user-agent", "config", "--workers", "2", "--redis", down, "http://a.example/"}, 1, "cannot reach Redis at 127.0.0.1:1"},
 		{[]string{"run", "--config=" + missing, "http://a.example/"}, 2, "--config: open " + missing + ": no such file"},
