@@ -2,9 +2,9 @@ package limiter
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
-	"strconv"
-	"strings"
+	"math"
 	"sync"
 	"time"
 
@@ -79,16 +79,20 @@ func (l *Limiter) Status(ctx context.Context, site string, limit int) (SiteStatu
 	return st, nil
 }
 
+// healthVersion and healthLen tell a health record of adaptive.lua's
+// layout (HEALTH_PACK: a version byte, then 20 little-endian doubles).
+const healthVersion, healthLen = 2, 1 + 20*8
+
 // health fills s from a health record (adaptive.lua's layout) read at
-// server ms now under limit.
+// server ms now under limit; another version's record, or none, leaves
+// s as it is.
 func (s *SiteStatus) health(raw string, now int64, limit int) {
-	f := strings.Fields(raw)
-	if len(f) != 20 {
+	if len(raw) != healthLen || raw[0] != healthVersion {
 		return
 	}
-	n := make([]float64, len(f))
-	for i, x := range f {
-		n[i], _ = strconv.ParseFloat(x, 64)
+	var n [20]float64
+	for i := range n {
+		n[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(raw[1+8*i:])))
 	}
 	dur := func(v float64) time.Duration {
 		return time.Duration(max(v, 0) * float64(time.Millisecond))
