@@ -23,6 +23,10 @@ func (c *Config) RedisOptions() (*redis.UniversalOptions, error) {
 		Password:  single.Password,
 		DB:        single.DB,
 		TLSConfig: single.TLSConfig,
+		// No CLIENT SETINFO on each new connection: a round trip each (an
+		// error before Redis 7.2, or for a user who may not run it) for a
+		// library label in CLIENT LIST.
+		DisableIdentity: true,
 	}
 	if c.RedisCA != "" && o.TLSConfig != nil {
 		pool, err := c.caPool()
