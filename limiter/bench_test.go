@@ -193,21 +193,20 @@ func readUsage(tb testing.TB, rdb *redis.Client) redisUsage {
 }
 
 // BenchmarkRedisCPU: what one acquire+release pair costs Redis, uncontended
-// (one goroutine, one site) and on a hot site (16 goroutines, limit 3, 200 µs
-// holds): redis-cpu-µs is the server's main-thread CPU per pair (I/O
-// included), script-µs the time INFO commandstats puts in EVAL/EVALSHA per
-// pair, cmds the Redis commands per pair (those inside scripts included).
-// Run it alone (it reads the whole server's counters), e.g.
+// (one goroutine, one site), uncontended with a fetch's outcome recorded in
+// the site's health as a crawl's release does (health), and on a hot site
+// (16 goroutines, limit 3, 200 µs holds): redis-cpu-µs is the server's
+// main-thread CPU per pair (I/O included), script-µs the time INFO
+// commandstats puts in EVAL/EVALSHA per pair, cmds the Redis commands per
+// pair (those inside scripts included). Run it alone (it reads the whole
+// server's counters), e.g.
 //
 //	go test ./limiter -run '^$' -bench RedisCPU -benchtime 4000x
 func BenchmarkRedisCPU(b *testing.B) {
-	for _, hot := range []bool{false, true} {
+	for _, kind := range []string{"solo", "health", "hot"} {
+		hot := kind == "hot"
 		for _, mode := range []Mode{ModeLocked, ModeAtomic} {
-			name := "solo/" + mode.String()
-			if hot {
-				name = "hot/" + mode.String()
-			}
-			b.Run(name, func(b *testing.B) {
+			b.Run(kind+"/"+mode.String(), func(b *testing.B) {
 				workers, limit, hold := 1, 3, time.Duration(0)
 				if hot {
 					workers, hold = 16, 200*time.Microsecond
@@ -235,6 +234,9 @@ func BenchmarkRedisCPU(b *testing.B) {
 							}
 							if hold > 0 {
 								time.Sleep(hold)
+							}
+							if kind == "health" {
+								p.SetOutcome(Outcome{Class: OutcomeOK, TTFB: 50 * time.Millisecond, TTLB: 60 * time.Millisecond})
 							}
 							if err := p.Release(ctx); err != nil {
 								b.Error(err)
