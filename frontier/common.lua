@@ -21,6 +21,8 @@
 -- ARGV[5] page limit (0: none)   ARGV[6] '1': refresh every key's TTL (keep)
 -- ARGV[7] park ms: how long a site at its cap stays out at most
 -- ARGV[8..] the script's own
+-- Constant arguments to redis.call are written as strings ('0'): Redis
+-- formats a Lua number argument with "%.17g", about 0.4 µs each here.
 -- A site at its cap is out of the ready set until one of its items settles,
 -- or, at most, for ARGV[7] ms: an item whose worker died counts against its
 -- site's cap until its visibility timeout, far longer than the permit lease
@@ -75,7 +77,7 @@ local function back_of_line()
     back = back + 0.001
     return back
   end
-  local last = redis.call('ZREVRANGEBYSCORE', KEYS[1], now() + SOON, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local last = redis.call('ZREVRANGEBYSCORE', KEYS[1], now() + SOON, '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
   back = now()
   if last[2] and tonumber(last[2]) >= now() then
     back = tonumber(last[2]) + 0.001
@@ -100,7 +102,8 @@ local function rule(site)
   return tonumber(string.sub(r, 1, sp - 1)), tonumber(string.sub(r, sp + 1)), r
 end
 
--- fly adds n to the site's items in flight and returns the new number.
+-- fly adds n ('1' or '-1': a string, which Redis takes without formatting a
+-- number) to the site's items in flight and returns the new number.
 local function fly(site, n)
   local f = redis.call('HINCRBY', KEYS[4], site, n)
   if f < 0 then
@@ -197,11 +200,11 @@ end
 -- hands out and whenever it finds no site ready, so a shard that is busy
 -- pays for it on few pages and one that waits never misses it.
 local function tidy()
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now(), 'LIMIT', 0, 100)) do
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now(), 'LIMIT', '0', '100')) do
     redis.call('ZREM', KEYS[2], m)
     local _, site, item = split(m)
     if site then
-      local f = fly(site, -1)
+      local f = fly(site, '-1')
       local q = qkey(site)
       local n = redis.call('LPUSH', q, item)
       if n == 1 then
@@ -217,7 +220,7 @@ local function tidy()
       end
     end
   end
-  for _, site in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], PARKED, PARKED + now(), 'LIMIT', 0, 10)) do
+  for _, site in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], PARKED, PARKED + now(), 'LIMIT', '0', '10')) do
     redis.call('ZADD', KEYS[1], back_of_line(), site)
   end
 end
@@ -227,18 +230,18 @@ end
 -- id\nsite\nitem, its in-flight member), or {0, queued, in flight, ms until
 -- something may be ready (-1: unknown), 0}.
 local function take()
-  local id = redis.call('HINCRBY', KEYS[3], 'ids', 1)
+  local id = redis.call('HINCRBY', KEYS[3], 'ids', '1')
   local tidied = id % 8 == 0
   if tidied then
     tidy()
   end
   for _ = 1, 20 do
     -- The first two ready sites: the second tells whether another is ready.
-    local pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', 0, 2)
+    local pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', '0', '2')
     if #pick == 0 and not tidied then
       tidied = true
       tidy()
-      pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', 0, 2)
+      pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', '0', '2')
     end
     if #pick == 0 then
       break
@@ -247,7 +250,7 @@ local function take()
     local q = qkey(site)
     local item = redis.call('LPOP', q)
     if item then
-      local f = fly(site, 1)
+      local f = fly(site, '1')
       -- more: a site of the shard is still ready (this one, if below its
       -- cap), so an idle worker could take an item now.
       local more = #pick - 1
@@ -271,14 +274,14 @@ local function take()
     - tonumber(c[3] or '0') - (delta['failed'] or 0) - flying
   local wait = -1
   -- (A sentinel's "inf" is no number to some Lua; either way, no time.)
-  local first = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] or '')
+  local first = tonumber(redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2] or '')
   if first and first >= PARKED and first < math.huge then
     first = first - PARKED -- the first site is parked: when it comes back
   end
   if first and first < PARKED then
     wait = math.max(0, math.ceil(first - now() - SOON))
   end
-  local soonest = tonumber(redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2] or '')
+  local soonest = tonumber(redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')[2] or '')
   if soonest and soonest < PARKED then
     local w = math.max(0, soonest - now())
     if wait < 0 or w < wait then

@@ -34,7 +34,7 @@ local function settle(member, how)
       rules[site] = r
     end
   end
-  local f = fly(site, -1)
+  local f = fly(site, '-1')
   local s = tonumber(redis.call('ZSCORE', KEYS[1], site)) -- nil: nothing queued
   local q = qkey(site)
 
