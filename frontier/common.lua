@@ -21,8 +21,10 @@
 -- ARGV[5] page limit (0: none)   ARGV[6] '1': refresh every key's TTL (keep)
 -- ARGV[7] park ms: how long a site at its cap stays out at most
 -- ARGV[8..] the script's own
--- Constant arguments to redis.call are written as strings ('0'): Redis
--- formats a Lua number argument with "%.17g", about 0.4 µs each here.
+--
+-- Constant arguments to redis.call on the per-page paths are written as
+-- strings ('0'): Redis 7.0 formats a Lua number argument with "%.17g",
+-- about 0.4 µs each here.
 -- A site at its cap is out of the ready set until one of its items settles,
 -- or, at most, for ARGV[7] ms: an item whose worker died counts against its
 -- site's cap until its visibility timeout, far longer than the permit lease

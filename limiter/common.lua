@@ -9,7 +9,7 @@
 --   KEYS[6] rules    HASH   contributors' rules (ceiling.lua), used only with one
 --   KEYS[7] health   STRING the site's health (adaptive.lua), used only with adaptive politeness
 -- Entries ranked below the limit in owners hold permits; the rest wait in line.
--- Constant arguments to redis.call are written as strings ('0'): Redis
+-- Constant arguments to redis.call are written as strings ('0'): Redis 7.0
 -- formats a Lua number argument with "%.17g", about 0.4 µs each here.
 -- Ranks only ever fall (new entries always get a higher counter), so an entry
 -- that has once seen rank < limit keeps it until it leaves.
@@ -49,7 +49,7 @@ local function prune(now, lease, ttl, owned)
   owned = owned or redis.call('ZCARD', KEYS[2])
   if (oldest and oldest <= cut) or (not oldest and owned > 0) then
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', cut)
-    owned = redis.call('ZINTERSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'WEIGHTS', 1, 0)
+    owned = redis.call('ZINTERSTORE', KEYS[2], '2', KEYS[2], KEYS[1], 'WEIGHTS', '1', '0')
     oldest = tonumber(redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2])
     touch(ttl, lease, true)
   end

@@ -21,6 +21,9 @@ func TestHealthRecordOfAnotherLayoutStartsAfresh(t *testing.T) {
 		if st := status(t, l, site, 3); st.Cap != 3 || st.Reduced {
 			t.Fatalf("with an old record: %+v, want the full cap", st)
 		}
+		if n := granted(t, l, site, rule); n != 3 {
+			t.Fatalf("with an old record that said cap 1: %d granted at once, want the full cap 3", n)
+		}
 		feed(t, l, site, rule, ok(50*time.Millisecond))
 		raw, err := rdb.Get(ctxT(t), k.health).Result()
 		if err != nil || len(raw) != healthLen || raw[0] != healthVersion {

@@ -90,7 +90,7 @@ if owned > limit then
   out[1] = redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
   if rank and rank < limit and size > limit then
-    local front = redis.call('ZRANGE', KEYS[2], 0, limit - 1)
+    local front = redis.call('ZRANGE', KEYS[2], '0', limit - 1)
     redis.call('PUBLISH', ARGV[6], limit .. ' ' .. wait .. ' ' .. table.concat(front, ' '))
     for _, v in ipairs(front) do
       out[#out + 1] = v

@@ -92,7 +92,7 @@ func (s *SiteStatus) health(raw string, now int64, limit int) {
 	}
 	var n [20]float64
 	for i := range n {
-		n[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(raw[1+8*i:])))
+		n[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(raw[1+8*i : 9+8*i])))
 	}
 	dur := func(v float64) time.Duration {
 		return time.Duration(max(v, 0) * float64(time.Millisecond))

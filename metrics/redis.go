@@ -41,8 +41,8 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 
 // CountRoundTrips adds a hook to rdb that counts its round trips (a command,
 // or a pipeline) as polite_redis_round_trips_total; RoundTrips reads the
-// count. Call it once per client. A new connection's set-up (HELLO, CLIENT
-// SETINFO) counts too: those are round trips as well. Pub/sub messages
+// count. Call it once per client. A new connection's set-up (HELLO) counts
+// too: it is a round trip as well. Pub/sub messages
 // received are not round trips and are not counted.
 func (m *Metrics) CountRoundTrips(rdb redis.UniversalClient) {
 	rdb.AddHook(m.rt)
