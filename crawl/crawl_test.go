@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/polite-crawler/polite/internal/sitetest"
 	"io"
 	"net"
 	"net/http"
@@ -27,14 +28,7 @@ func TestMain(m *testing.M) { redistest.Main(m, &srv) }
 // serve runs p's sites until the test ends.
 func serve(t *testing.T, p testserver.Profile) *testserver.Server {
 	t.Helper()
-	ts, err := testserver.New(p, testserver.WithControl(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ts.Close() })
+	ts := sitetest.Start(t, p)
 	return ts
 }
 

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"fmt"
+	"github.com/polite-crawler/polite/internal/sitetest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -82,14 +83,7 @@ func TestAdaptiveFragileSite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts, err := testserver.New(p, testserver.WithControl(""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ts.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer ts.Close()
+		ts := sitetest.Start(t, p)
 		site := ts.Sites()[0]
 		const pages = 140
 		run := func(on bool) testserver.SiteStats {
@@ -319,14 +313,7 @@ func TestAdaptiveHealthySiteUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := testserver.New(p, testserver.WithControl(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
+	ts := sitetest.Start(t, p)
 	site := ts.Sites()[0]
 	var mu sync.Mutex
 	var ttfb []time.Duration

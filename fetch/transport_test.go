@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/polite-crawler/polite/internal/sitetest"
 	"io"
 	"net/http"
 	"net/url"
@@ -34,14 +35,7 @@ func keyPrefix(t *testing.T) string { return "t:" + strings.ReplaceAll(t.Name(),
 // setup returns a transport on a fresh key prefix and a testserver.
 func setup(t *testing.T, lease time.Duration, sites ...testserver.SiteSpec) (*Transport, *testserver.Server) {
 	t.Helper()
-	ts, err := testserver.New(testserver.Profile{Name: t.Name(), Seed: 1, Sites: sites}, testserver.WithControl(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ts.Close() })
+	ts := sitetest.Start(t, testserver.Profile{Name: t.Name(), Seed: 1, Sites: sites})
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
 	prefix := keyPrefix(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/polite-crawler/polite/internal/sitetest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -138,14 +139,7 @@ func TestRedirectChains(t *testing.T) {
 		t.Run(fmt.Sprint(c.hops), func(t *testing.T) {
 			prof := testserver.Profile{Name: "r", Sites: []testserver.SiteSpec{{Pages: 2, Links: 1,
 				Robots: testserver.Robots{RedirectHops: c.hops, Concurrency: 1, Disallow: []string{"/private/"}}}}}
-			ts, err := testserver.New(prof, testserver.WithControl(""))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := ts.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer ts.Close()
+			ts := sitetest.Start(t, prof)
 			cache, _ := newCache(t, CacheOptions{})
 			p, err := cache.Policy(ctx, mustURL(t, ts.Sites()[0].URL))
 			if err != nil {
@@ -300,14 +294,7 @@ func TestSingleflight(t *testing.T) {
 func TestFleetFetchesOnce(t *testing.T) {
 	prof := testserver.Profile{Name: "fleet", Sites: []testserver.SiteSpec{{Pages: 2, Links: 1,
 		Robots: testserver.Robots{Delay: testserver.Duration(300 * time.Millisecond), Concurrency: 2, Disallow: []string{"/private/"}}}}}
-	ts, err := testserver.New(prof, testserver.WithControl(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
+	ts := sitetest.Start(t, prof)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	prefix := "t:fleet"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/polite-crawler/polite/internal/sitetest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,14 +63,7 @@ func startSites(t *testing.T, preset string, n int) (*testserver.Server, []strin
 // serveSites serves p's sites until the test ends, and returns their seeds.
 func serveSites(t *testing.T, p testserver.Profile) (*testserver.Server, []string) {
 	t.Helper()
-	ts, err := testserver.New(p, testserver.WithControl(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ts.Close() })
+	ts := sitetest.Start(t, p)
 	var seeds []string
 	for _, s := range ts.Sites() {
 		seeds = append(seeds, s.URL+"/")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/polite-crawler/polite/internal/sitetest"
 	"log/slog"
 	"net"
 	"os"
@@ -107,14 +108,7 @@ func TestSeeds(t *testing.T) {
 // watch beside it until it is over, and logs what it did.
 func TestCrawlFromSettings(t *testing.T) {
 	p, _ := testserver.Preset("mixed", 3, 1)
-	ts, err := testserver.New(p, testserver.WithControl(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
+	ts := sitetest.Start(t, p)
 	var seeds []string
 	for _, s := range ts.Sites() {
 		seeds = append(seeds, s.URL+"/")
@@ -133,7 +127,7 @@ func TestCrawlFromSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	watched := false
-	err = c.Run(ctx, func(ctx context.Context, over <-chan struct{}) {
+	err := c.Run(ctx, func(ctx context.Context, over <-chan struct{}) {
 		select {
 		case <-over:
 			watched = true
