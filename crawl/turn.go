@@ -20,21 +20,28 @@ const fullSiteRecheck = 250 * time.Millisecond
 
 // turn is Next's answer.
 type turn struct {
-	it  frontier.Item
-	err error
+	it    frontier.Item
+	err   error
+	spare *fetch.Spare // nil: none asked for
 }
 
 // turn takes one item through its three steps: reserve the site's permit,
 // fetch, and settle. The settlement releases the permit, settles the item,
 // queues its links and takes the next item in one round trip, and turn
 // returns that next item (nil when there is none to hand on).
-func (c *Crawler) turn(ctx context.Context, w *worker, it frontier.Item) *turn {
-	res, s := c.reserve(ctx, it)
+func (c *Crawler) turn(ctx context.Context, w *worker, it frontier.Item, spare *fetch.Spare) *turn {
+	stay := w.stays < maxStays
+	if stay {
+		w.stays++
+	} else {
+		w.stays = 0
+	}
+	res, s := c.reserve(ctx, it, spare)
 	if res == nil {
 		if s == nil {
 			return nil
 		}
-		return c.settleTurn(ctx, *s, nil)
+		return c.settleTurn(ctx, *s, nil, false)
 	}
 	err := c.fetch(ctx, w, it, res)
 	if ctx.Err() != nil && (w.cur.status == 0 || errors.Is(err, context.Canceled)) {
@@ -44,19 +51,20 @@ func (c *Crawler) turn(ctx context.Context, w *worker, it frontier.Item) *turn {
 	}
 	// The site has answered: settle the URL even if the stop comes now (see
 	// StopGrace), or another worker fetches it again.
-	return c.settleTurn(ctx, c.outcome(ctx, it, &w.cur, err), res)
+	return c.settleTurn(ctx, c.outcome(ctx, it, &w.cur, err), res, stay)
 }
 
-// reserve checks robots.txt and takes the permit for it. When there is no
-// permit to be had it returns instead what becomes of the item (nil when
-// it was given back).
-func (c *Crawler) reserve(ctx context.Context, it frontier.Item) (*fetch.Reservation, *frontier.Settlement) {
+// reserve checks robots.txt and takes the permit for it, spare's if it
+// fits (fetch.Transport.ReserveSpare). When there is no permit to be had it
+// returns instead what becomes of the item (nil when it was given back).
+func (c *Crawler) reserve(ctx context.Context, it frontier.Item, spare *fetch.Spare) (*fetch.Reservation, *frontier.Settlement) {
 	u, err := fetch.RequestURL(it.URL) // the URL colly will send
 	if err != nil {
+		spare.Release()
 		c.record(it, &page{}, verdict{o: OutcomeSkipped}, err)
 		return nil, &frontier.Settlement{Item: it, Outcome: frontier.Skipped, Next: true}
 	}
-	res, err := c.tr.Reserve(ctx, u, 0)
+	res, err := c.tr.ReserveSpare(ctx, u, spare)
 	var busy *limiter.BusyError
 	if errors.As(err, &busy) && busy.Full {
 		// Wait in the site's fair line, where a released slot is handed
@@ -112,21 +120,37 @@ func (c *Crawler) fetch(ctx context.Context, w *worker, it frontier.Item, res *f
 
 // settleTurn sends a settlement, with res's release in the same round trip
 // and res's rule for the frontier, and returns the next item when it took
-// one. A stop does not cut it once its script may have run (see next).
-func (c *Crawler) settleTurn(ctx context.Context, s frontier.Settlement, res *fetch.Reservation) *turn {
+// one. With stay, it also asks in that round trip for a spare permit of
+// res's site (fetch.Reservation.SpareOn) and has the frontier prefer that
+// site for the next item, so that the next item's permit costs no round
+// trip of its own. A stop does not cut it once its script may have run
+// (see next).
+func (c *Crawler) settleTurn(ctx context.Context, s frontier.Settlement, res *fetch.Reservation, stay bool) *turn {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
 	defer cancel()
+	stay = stay && s.Next && res.Spares()
+	var spare *fetch.Spare
 	if res != nil {
 		rule := res.Rule()
 		s.Rule = frontier.SiteRule{Cap: rule.Limit, Delay: rule.Delay}
-		s.Also = func(pipe redis.Pipeliner) func() error { return res.ReleaseOn(sctx, pipe) }
+		s.Also = func(pipe redis.Pipeliner) func() error {
+			after := res.ReleaseOn(sctx, pipe)
+			if stay && ctx.Err() == nil {
+				spare = res.SpareOn(ctx, pipe)
+			}
+			return after
+		}
+	}
+	if stay {
+		s.Prefer = s.Item.Site
 	}
 	r := c.fr.Settle(sctx, s)
 	c.settle(ctx, s.Item, withoutLost(r.Settled))
 	if !s.Next {
+		spare.Release()
 		return nil
 	}
-	return &turn{r.Next, r.NextErr}
+	return &turn{r.Next, r.NextErr, spare}
 }
 
 // withoutLost is err less its limiter.ErrPermitLost parts: a permit lost

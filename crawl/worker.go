@@ -18,7 +18,15 @@ type worker struct {
 	col      *colly.Collector
 	cur      page
 	fetching context.Context
+	stays    int // turns in a row that asked to stay on their site
 }
+
+// maxStays is how many turns in a row a worker asks to stay on its site
+// (the frontier prefers the site for its next item, and a permit for it is
+// asked for ahead, in the settlement's round trip: see settleTurn) before
+// one turn lets the shard's round robin pick its next site: so that other
+// sites do not starve when workers are fewer than the sites' slots.
+const maxStays = 16
 
 // work is one worker: it takes URLs and fetches them until ctx ends; its
 // requests run under fetching (see Run).
@@ -32,12 +40,16 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 	for {
 		var it frontier.Item
 		var err error
+		var spare *fetch.Spare // the next item's site's permit, asked for ahead
 		if taken != nil {
-			it, err, taken = taken.it, taken.err, nil
+			it, err, spare, taken = taken.it, taken.err, taken.spare, nil
 		} else {
 			it, err = c.next(ctx, near)
 		}
 		near = ""
+		if err != nil || ctx.Err() != nil {
+			spare.Release() // no item to use it for
+		}
 		var empty *frontier.EmptyError
 		switch {
 		case ctx.Err() != nil:
@@ -71,7 +83,7 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 		if it.More {
 			c.rouse(it.Site)
 		}
-		taken = c.turn(ctx, w, it)
+		taken = c.turn(ctx, w, it, spare)
 	}
 }
 

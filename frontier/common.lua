@@ -230,8 +230,10 @@ end
 -- take hands out the next item of a ready site: {1, id, site, item, 1 if a
 -- site of the shard is still ready else 0} (the worker's ID is
 -- id\nsite\nitem, its in-flight member), or {0, queued, in flight, ms until
--- something may be ready (-1: unknown), 0}.
-local function take()
+-- something may be ready (-1: unknown), 0}. prefer (nil or '': none) is a
+-- site to take from rather than the first in line, if it is ready: the
+-- worker holds a permit for it already.
+local function take(prefer)
   local id = redis.call('HINCRBY', KEYS[3], 'ids', '1')
   local tidied = id % 8 == 0
   if tidied then
@@ -249,13 +251,19 @@ local function take()
       break
     end
     local site = pick[1]
+    -- more: a site of the shard is still ready (this one, if below its
+    -- cap), so an idle worker could take an item now.
+    local more = #pick - 1
+    if prefer and prefer ~= '' and prefer ~= site then
+      if prefer == pick[2] or (tonumber(redis.call('ZSCORE', KEYS[1], prefer)) or math.huge) <= now() + SOON then
+        site, more = prefer, 1 -- pick[1] is ready too
+      end
+      prefer = nil -- looked at once: a queue lost under it is not looked at again
+    end
     local q = qkey(site)
     local item = redis.call('LPOP', q)
     if item then
       local f = fly(site, '1')
-      -- more: a site of the shard is still ready (this one, if below its
-      -- cap), so an idle worker could take an item now.
-      local more = #pick - 1
       if redis.call('LLEN', q) == 0 then
         redis.call('ZREM', KEYS[1], site)
       elseif f >= rule(site) then

@@ -223,3 +223,42 @@ func TestNextNearTakesFromTheSitesShard(t *testing.T) {
 		t.Errorf("NextNear(%q) gave an item of %q, not of its shard", a, it.Site)
 	}
 }
+
+// A settlement that prefers its site takes the next item from it while it
+// is ready, instead of the next site in the shard's round robin; one that
+// prefers a site with nothing ready gets the round robin's.
+func TestSettlePrefersSite(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Cap: 3, Shards: 1})
+	for _, s := range []string{"a.example", "b.example", "c.example"} {
+		f.Add(ctx, 0, urls(s, 10)...)
+	}
+	it := take(t, f, 1)[0]
+	settle := func(it Item, prefer string) Item {
+		t.Helper()
+		r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Next: true, Prefer: prefer})
+		if r.Settled != nil || r.NextErr != nil {
+			t.Fatalf("settle %s: %v, next: %v", it.URL, r.Settled, r.NextErr)
+		}
+		return r.Next
+	}
+	stay := it.Site
+	for i := range 5 {
+		it = settle(it, stay)
+		if it.Site != stay {
+			t.Fatalf("preferred settlement %d took %s, want %s", i, it.Site, stay)
+		}
+	}
+	seen := map[string]bool{}
+	for range 3 {
+		it = settle(it, "")
+		seen[it.Site] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("round robin without a preference took from %v, want all 3 sites", seen)
+	}
+	it = settle(it, "none.example")
+	if it.URL == "" {
+		t.Fatal("a preference for a site with nothing queued took nothing")
+	}
+}

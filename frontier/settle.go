@@ -49,6 +49,11 @@ type Settlement struct {
 	// Next takes the next item in the same round trip (its site's shard
 	// first).
 	Next bool
+	// Prefer, with Next, is a site of the item's shard to take the next
+	// item from, if the site is ready, rather than the first ready site in
+	// the shard's round robin: a worker that asked for the site's next
+	// permit in the same round trip (fetch.Reservation.SpareOn).
+	Prefer string
 }
 
 // Result is what Settle did.
@@ -151,7 +156,7 @@ func settleArgs(it Item, s Settlement, how, retried string) []any {
 	}
 	take := "0"
 	if s.Next {
-		take = "1"
+		take = "1" + s.Prefer
 	}
 	return []any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take}
 }

@@ -14,7 +14,9 @@
 -- ARGV[10] item json for 'retry'   ARGV[11] delay ms
 -- ARGV[12] the site's cap as the worker applied it (0: keep the known one)
 -- ARGV[13] the site's delay ms (-1: keep the known one)
--- ARGV[14] '1' to take the next item   ARGV[15..] links: quadruples as in add.lua
+-- ARGV[14] '1' to take the next item, followed by a site to take it from
+-- if that site is ready (take's prefer); '0' not to
+-- ARGV[15..] links: quadruples as in add.lua
 -- Returns {settled (1, or 0 when the item was no longer held), admitted,
 -- scope size, took} and, with took 1 or 0, next.lua's answer.
 
@@ -94,8 +96,8 @@ end
 
 local settled = settle(ARGV[8], ARGV[9])
 local added = admit(15)
-if ARGV[14] == '1' then
-  local r = take()
+if string.sub(ARGV[14], 1, 1) == '1' then
+  local r = take(string.sub(ARGV[14], 2))
   keep()
   return {settled, added, scope(), r[1], r[2], r[3], r[4], r[5]}
 end

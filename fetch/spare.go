@@ -1,0 +1,99 @@
+package fetch
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"github.com/polite-crawler/polite/limiter"
+	"github.com/redis/go-redis/v9"
+)
+
+// Spare is a permit asked for ahead (SpareOn), in the round trip that
+// releases a reservation's permit, for the next request to the same site:
+// a worker that goes on with the site it just fetched then needs no round
+// trip of its own for the permit. ReserveSpare uses it or gives it back.
+type Spare struct {
+	t     *Transport
+	site  string
+	rule  limiter.Rule
+	after func() (*limiter.Permit, error)
+}
+
+// SpareOn queues on pipe, after whatever is queued there already (r's
+// release, typically), a try for another permit of r's site under the rule
+// robots.txt gave r (limiter.Limiter.TryAcquireRuleOn): it joins no line
+// and is granted only when a slot is free now. It returns nil, queueing
+// nothing, when the try would cost a round trip of its own (the limiter's
+// ModeLocked) or could not succeed: the site's rule, or its health, asks
+// for a crawl delay, which the release just started.
+func (r *Reservation) SpareOn(ctx context.Context, pipe redis.Pipeliner) *Spare {
+	if !r.Spares() {
+		return nil
+	}
+	site := r.p.Site()
+	return &Spare{t: r.t, site: site, rule: r.rule, after: r.t.Limiter.TryAcquireRuleOn(ctx, pipe, site, r.rule)}
+}
+
+// Spares reports whether SpareOn would ask for a spare permit.
+func (r *Reservation) Spares() bool {
+	return r != nil && r.t.Limiter.Pipelines() && r.rule.Delay == 0 && r.Rule().Delay == 0
+}
+
+// Site is the permit key the spare was asked for.
+func (s *Spare) Site() string {
+	if s == nil {
+		return ""
+	}
+	return s.site
+}
+
+// ReserveSpare is Reserve with wait 0 that uses spare (nil: none) when it
+// fits: the pipeline it was queued on has run, it was granted, u's permit
+// key is the spare's and robots.txt allows u under the same rule. Otherwise
+// the spare's permit, if granted, is given back and Reserve takes u's the
+// usual way. Either way spare is used up.
+func (t *Transport) ReserveSpare(ctx context.Context, u *url.URL, spare *Spare) (*Reservation, error) {
+	if spare == nil {
+		return t.Reserve(ctx, u, 0)
+	}
+	p, err := spare.after()
+	if err != nil {
+		return t.Reserve(ctx, u, 0)
+	}
+	pol, rule, err := t.rule(ctx, newRequest(u))
+	switch {
+	case err != nil:
+		t.drop(p)
+		return nil, err
+	case !t.allowed(pol, u):
+		t.drop(p)
+		return nil, &DisallowedError{URL: u.String(), Policy: pol}
+	case t.site(u) != spare.site || rule != spare.rule || p.Err() != nil:
+		t.drop(p)
+		return t.Reserve(ctx, u, 0)
+	}
+	t.observe(func(o Observer) { o.PermitHeld(1) })
+	return &Reservation{t: t, p: p, checked: checkKey(u), rule: rule}, nil
+}
+
+// Release gives the spare's permit back, if it was granted: for a worker
+// that did not come to use it (stopping, or no next URL).
+func (s *Spare) Release() {
+	if s == nil {
+		return
+	}
+	if p, err := s.after(); err == nil {
+		s.t.drop(p)
+	}
+}
+
+// drop releases a permit that served no request: it starts no crawl delay
+// beyond the one its grant found (a spare is asked for only without one).
+func (t *Transport) drop(p *limiter.Permit) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Release(ctx); err != nil && ctx.Err() == nil {
+		t.warn("a spare permit could not be given back; it frees itself when its lease runs out", "site", p.Site(), "err", err)
+	}
+}
