@@ -3,6 +3,7 @@ package crawl
 import (
 	"context"
 	"io"
+	"net/url"
 	"testing"
 	"time"
 
@@ -51,6 +52,10 @@ func TestSparePermitsSaveRoundTrips(t *testing.T) {
 			t.Errorf("site %d: %q, %d duplicates, %d of %d pages", i, v, s.DuplicateFetches, s.Pages, len(expected[i]))
 		}
 		pages += int(s.Pages)
+		u, _ := url.Parse(ts.Sites()[i].URL)
+		if st, err := lim.Status(ctx, robots.Site(u), 3); err != nil || st.Holders != 0 {
+			t.Errorf("site %d after the crawl: %+v, %v; want no permit held", i, st, err)
+		}
 	}
 	trips := float64(m.RoundTrips()-m.RobotsRoundTrips()-before) / float64(pages)
 	t.Logf("%d pages, %.2f Redis round trips a page", pages, trips)

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"time"
 
@@ -50,9 +51,12 @@ func (s *Spare) Site() string {
 
 // ReserveSpare is Reserve with wait 0 that uses spare (nil: none) when it
 // fits: the pipeline it was queued on has run, it was granted, u's permit
-// key is the spare's and robots.txt allows u under the same rule. Otherwise
-// the spare's permit, if granted, is given back and Reserve takes u's the
-// usual way. Either way spare is used up.
+// key is the spare's and robots.txt, in this process's memory, allows u
+// under the same rule. A granted spare that does not fit is given back in
+// the round trip that tries for u's permit (one round trip, as Reserve's
+// own), or, when u's robots.txt is not in memory, before Reserve looks it
+// up (its fetch may need the very slot the spare holds). Either way spare
+// is used up.
 func (t *Transport) ReserveSpare(ctx context.Context, u *url.URL, spare *Spare) (*Reservation, error) {
 	if spare == nil {
 		return t.Reserve(ctx, u, 0)
@@ -61,20 +65,33 @@ func (t *Transport) ReserveSpare(ctx context.Context, u *url.URL, spare *Spare) 
 	if err != nil {
 		return t.Reserve(ctx, u, 0)
 	}
-	pol, rule, err := t.rule(ctx, newRequest(u))
-	switch {
-	case err != nil:
-		t.drop(p)
-		return nil, err
-	case !t.allowed(pol, u):
-		t.drop(p)
-		return nil, &DisallowedError{URL: u.String(), Policy: pol}
-	case t.site(u) != spare.site || rule != spare.rule || p.Err() != nil:
+	pol, ok := t.Robots.Local(u)
+	if !ok {
 		t.drop(p)
 		return t.Reserve(ctx, u, 0)
 	}
+	if !t.allowed(pol, u) {
+		t.drop(p)
+		return nil, &DisallowedError{URL: u.String(), Policy: pol}
+	}
+	rule, site := t.ruleOf(pol, u), t.site(u)
+	if site == spare.site && rule == spare.rule && p.Err() == nil {
+		t.observe(func(o Observer) { o.PermitHeld(1) })
+		return &Reservation{t: t, p: p, checked: checkKey(u), rule: rule}, nil
+	}
+	pipe := t.Limiter.Pipeline()
+	released := p.ReleaseOn(ctx, pipe)
+	try := t.Limiter.TryAcquireRuleOn(ctx, pipe, site, rule)
+	_, _ = pipe.Exec(ctx) // each command's outcome is read from it
+	if err := released(); err != nil && !errors.Is(err, limiter.ErrPermitLost) {
+		t.warn("a spare permit could not be given back; it frees itself when its lease runs out", "site", p.Site(), "err", err)
+	}
+	q, err := try()
+	if err != nil {
+		return nil, err
+	}
 	t.observe(func(o Observer) { o.PermitHeld(1) })
-	return &Reservation{t: t, p: p, checked: checkKey(u), rule: rule}, nil
+	return &Reservation{t: t, p: q, checked: checkKey(u), rule: rule}, nil
 }
 
 // Release gives the spare's permit back, if it was granted: for a worker
@@ -88,8 +105,9 @@ func (s *Spare) Release() {
 	}
 }
 
-// drop releases a permit that served no request: it starts no crawl delay
-// beyond the one its grant found (a spare is asked for only without one).
+// drop releases a permit that served no request, in a round trip of its
+// own. (Its release starts a crawl delay only if the site has come to ask
+// for one since the grant: a spare is asked for only without one.)
 func (t *Transport) drop(p *limiter.Permit) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -69,9 +70,13 @@ func TestReserveSpare(t *testing.T) {
 	if sp == nil || sp.Site() != robots.Site(mustURL(t, a)) {
 		t.Fatalf("spare %+v, want one for %s", sp, a)
 	}
-	r, err := tr.ReserveSpare(ctx, mustURL(t, a+"/p/2"), sp)
+	granted, err := sp.after()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the spare, the site's slot just released: %v", err)
+	}
+	r, err := tr.ReserveSpare(ctx, mustURL(t, a+"/p/2"), sp)
+	if err != nil || r.Permit() != granted {
+		t.Fatalf("reservation %v, %v; want the spare's permit", r.Permit().ID(), err)
 	}
 	if _, err := tr.Reserve(ctx, mustURL(t, a+"/p/3"), 0); !errors.Is(err, limiter.ErrBusy) {
 		t.Fatalf("the cap-1 site with its spare used: %v, want busy", err)
@@ -140,5 +145,36 @@ func TestNoSpareInCrawlDelay(t *testing.T) {
 	pipe := rdb.Pipeline()
 	if sp := r.SpareOn(context.Background(), pipe); sp != nil || pipe.Len() != 0 {
 		t.Fatalf("spare %+v, %d commands queued", sp, pipe.Len())
+	}
+}
+
+// A spare that does not fit a URL whose robots.txt is not in memory yet is
+// given back before that robots.txt is fetched: with hosts that share a
+// permit (a registered domain's), the robots.txt fetch takes the very slot
+// the spare holds, and would wait for the spare's lease to run out.
+func TestSpareGivenBackBeforeRobotsFetch(t *testing.T) {
+	one := testserver.SiteSpec{Pages: 5, Links: 1, Robots: testserver.Robots{Concurrency: 1}}
+	lease := 10 * time.Second
+	tr, ts := setup(t, lease, one, one)
+	atomicLimiter(t, tr)
+	shared := robots.SiteKey(func(*url.URL) string { return "shared.example" })
+	tr.SiteKey = shared
+	rdb := srv.Client()
+	t.Cleanup(func() { rdb.Close() })
+	tr.Robots = robots.NewCache(rdb, &http.Client{Transport: &RobotsTransport{Limiter: tr.Limiter, SiteKey: shared}},
+		&robots.CacheOptions{Prefix: keyPrefix(t), UserAgent: "politebot/1.0"})
+	a, b := ts.Sites()[0].URL, ts.Sites()[1].URL
+	sp := spareAfter(t, tr, a+"/p/1")
+	if sp == nil {
+		t.Fatal("no spare")
+	}
+	start := time.Now()
+	r, err := tr.ReserveSpare(context.Background(), mustURL(t, b+"/p/1"), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(context.Background())
+	if took := time.Since(start); took > lease/2 {
+		t.Fatalf("reserving the other host took %s: its robots.txt fetch waited for the spare's lease (%s)", took, lease)
 	}
 }

@@ -123,7 +123,12 @@ func (t *Transport) rule(ctx context.Context, req *http.Request) (robots.Policy,
 	if err != nil {
 		return pol, limiter.Rule{}, fmt.Errorf("fetch: robots.txt of %s://%s: %w", req.URL.Scheme, robots.Site(req.URL), err)
 	}
-	return pol, limiter.Rule{Limit: pol.Cap(t.cap()), Delay: pol.CrawlDelay, From: t.ruleFrom(req.URL)}, nil
+	return pol, t.ruleOf(pol, req.URL), nil
+}
+
+// ruleOf is the permit rule pol, u's robots.txt policy, gives u's site.
+func (t *Transport) ruleOf(pol robots.Policy, u *url.URL) limiter.Rule {
+	return limiter.Rule{Limit: pol.Cap(t.cap()), Delay: pol.CrawlDelay, From: t.ruleFrom(u)}
 }
 
 // ruleFrom is the contributor of u's rule (limiter.Rule.From): u's host

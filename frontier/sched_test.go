@@ -261,4 +261,20 @@ func TestSettlePrefersSite(t *testing.T) {
 	if it.URL == "" {
 		t.Fatal("a preference for a site with nothing queued took nothing")
 	}
+	// A preferred site at its cap (parked) is not taken.
+	var full []Item
+	for len(full) < 3 {
+		if it.Site == "a.example" {
+			full = append(full, it)
+		} else {
+			f.Settle(ctx, Settlement{Item: it, Outcome: Fetched})
+		}
+		it = take(t, f, 1)[0]
+	}
+	for range 3 {
+		if it.Site == "a.example" {
+			t.Fatalf("a.example handed out past its cap of 3: %s", it.URL)
+		}
+		it = settle(it, "a.example")
+	}
 }

@@ -62,6 +62,10 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 	})
 }
 
+// Pipeline is a pipeline on the Limiter's Redis client, for
+// TryAcquireRuleOn and Permit.ReleaseOn.
+func (l *Limiter) Pipeline() redis.Pipeliner { return l.rdb.Pipeline() }
+
 // Pipelines reports whether TryAcquireRuleOn shares the pipeline's round
 // trip (ModeAtomic) rather than making its own (ModeLocked).
 func (l *Limiter) Pipelines() bool { return l.opts.mode() == ModeAtomic }

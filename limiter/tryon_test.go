@@ -144,3 +144,27 @@ func TestTryAcquireRuleOnLocked(t *testing.T) {
 		t.Fatalf("limit 0: %v, want ErrInvalid", err)
 	}
 }
+
+// A node without the acquire script (restarted, SCRIPT FLUSH): after runs
+// it alone, and the permit is granted all the same.
+func TestTryAcquireRuleOnNoScript(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := newClient(t)
+	l := newLimiter(t, rdb, Options{Mode: ModeAtomic})
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pipe := rdb.Pipeline()
+	after := l.TryAcquireRuleOn(ctx, pipe, "noscript.example", Rule{Limit: 1})
+	pipe.Exec(ctx) // NOSCRIPT: after's to deal with
+	p, err := after()
+	if err != nil || p.Err() != nil {
+		t.Fatalf("after NOSCRIPT: %v, %v", err, p.Err())
+	}
+	if h, _ := members(t, rdb, l, "noscript.example"); len(h) != 1 || h[0] != p.ID() {
+		t.Fatalf("holders %v, want %s", h, p.ID())
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
