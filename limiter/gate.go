@@ -12,7 +12,8 @@ import (
 const maxBatch = 256
 
 // stuckLock is how long a site lock can stay taken before its holder counts
-// as stalled: a live one holds it for two round trips.
+// as stalled: a live one holds it for a round trip (two when the node
+// lacks the script).
 const stuckLock = 20 * time.Millisecond
 
 // gates queue a process's ModeLocked callers per site, so that only one

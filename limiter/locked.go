@@ -13,11 +13,11 @@ import (
 )
 
 // lockBatch is the Redis in Action 6.3 acquire, guarded by the site lock,
-// for the callers of one batch (see gates), in two round trips:
+// for the callers of one batch (see gates), in one round trip: a pipeline of
 //
-//  1. SET lock token NX PX GET: takes the lock, or names who holds it.
-//  2. locked.lua, which does nothing unless the lock is still ours: read
-//     the server time of the site's node; drop expired entries when the
+//  1. SET lock token NX PX GET: takes the lock, or names who holds it;
+//  2. locked.lua, which does nothing unless the lock is ours: read the
+//     server time of the site's node; drop expired entries when the
 //     oldest holder has expired (ZREMRANGEBYSCORE holders, ZINTERSTORE
 //     owners = owners ∩ holders WEIGHTS 1 0); ZCARD owners; read the
 //     crawl-delay mark; take counters with INCRBY counter n (and, if that
@@ -25,21 +25,29 @@ import (
 //     holders now; ZADD owners with those counters, in batch order; release
 //     the lock.
 //
+// The script runs after the SET on the site's node, and checks the token
+// first: every write happens while the lock is ours, as in the book, which
+// takes the lock in a round trip of its own. When the node lacks the script
+// (NOSCRIPT) and the lock was won, the script runs alone, a second round
+// trip.
+//
 // The book INCRs the counter and reads the rank with ZRANK after adding. Here
 // nothing else adds an entry while we hold the lock (ModeLocked needs it,
 // ModeAtomic backs off while it is held), so the i-th entry's rank is the
 // count of owners before we add ours, plus the entries ahead of it in the
 // batch. The counter is only ever raised (INCRBY), never set, so every new
 // entry scores above every entry taken before, even if a worker stalled
-// between its round trips; the scores may leave gaps, which is harmless.
-// The time is read in step 2, after the callers' clocks were read (sent):
-// a permit's fence runs from before the time Redis records, as it must.
+// between taking the lock and running the script; the scores may leave
+// gaps, which is harmless. The time is read in step 2, after the callers'
+// clocks were read (sent): a permit's fence runs from before the time Redis
+// records, as it must.
 //
-// Step 2 checks the token first and writes nothing if the lock is no longer
-// ours (we stalled past LockTTL): that is contention. Contention returns nil
-// outcomes and no error; the caller retries. holder is the token of the lock
-// that beat us in step 1, "" otherwise. TryAcquire entries that find the site
-// full are taken out again: a third round trip, only on that path.
+// If the lock is not ours by the time the script runs (another holds it,
+// or we stalled past LockTTL), the script writes nothing: that is
+// contention. Contention returns nil outcomes and no error; the caller
+// retries. holder is the token of the lock that beat us in step 1, ""
+// otherwise. TryAcquire entries that find the site full are taken out
+// again: a second round trip, only on that path.
 //
 // The batch shares one restart guard and one key TTL, the largest its
 // rules ask for. The rules of its tickets that have a contributor
@@ -49,17 +57,26 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 	lease := l.opts.lease()
 	token := uuid.NewString()
 	sent := l.opts.now()()
+	args := l.lockedArgs(token, lease, ts)
 
-	holder, err = l.rdb.SetArgs(ctx, k.lock, token, redis.SetArgs{Mode: "NX", Get: true, TTL: l.opts.lockTTL()}).Result()
+	pipe := l.rdb.Pipeline()
+	set := pipe.SetArgs(ctx, k.lock, token, redis.SetArgs{Mode: "NX", Get: true, TTL: l.opts.lockTTL()})
+	run := lockedScript.EvalSha(ctx, pipe, k.all(), args...)
+	pipe.Exec(ctx) // each command's outcome is read from it
+	holder, err = set.Result()
 	switch {
 	case errors.Is(err, redis.Nil): // the lock was free: ours now
 	case err != nil:
-		l.unlock(k, token) // in case it was set before the reply was lost
+		l.drop(k, ts) // the script may have run if the SET's reply alone was lost
+		l.unlock(k, token)
 		return nil, "", fmt.Errorf("limiter: acquire %s: lock: %w", k.site, err)
 	default:
-		return nil, holder, nil
+		return nil, holder, nil // not ours: the script wrote nothing
 	}
-	v, err := lockedScript.Run(ctx, l.rdb, k.all(), l.lockedArgs(token, lease, ts)...).Int64Slice()
+	v, err := run.Int64Slice()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, err = lockedScript.Run(ctx, l.rdb, k.all(), args...).Int64Slice()
+	}
 	if err != nil {
 		// The script may have stopped part way: take out what it wrote.
 		l.drop(k, ts)

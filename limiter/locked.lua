@@ -1,7 +1,8 @@
--- locked.lua: ModeLocked's second round trip, run only while the site lock is
--- still ours (Redis in Action 6.3's acquire, after the lock is won).
+-- locked.lua: ModeLocked's acquire once the site lock is won (Redis in
+-- Action 6.3's), sent right after the lock's SET NX in one pipeline; it
+-- writes only while the lock is ours.
 -- KEYS: see common.lua.
--- ARGV[1] the lock token won in step 1   ARGV[2] lease ms   ARGV[3] key TTL ms
+-- ARGV[1] the lock token the SET asked for   ARGV[2] lease ms   ARGV[3] key TTL ms
 -- ARGV[4] the age in ms the node needs before it may grant (young.lua)
 -- ARGV[5] m, the number of contributors (0: no ceiling, no extra command)
 -- ARGV[6] how long a contributor's rule counts (ms)
@@ -9,8 +10,8 @@
 -- the same MGET and its effective cap and extra delay returned
 -- ARGV[8..7+3m] contributor, limit, delay ms: m triples (ceiling.lua)
 -- ARGV[8+3m..] entry ids, in batch order
--- If the lock is no longer ours (we stalled past LockTTL and another took it),
--- it writes nothing and returns {0}. If the site has no counter and the node
+-- If the lock is not ours (another won it, or we stalled past LockTTL and
+-- another took it), it writes nothing and returns {0}. If the site has no counter and the node
 -- is too young to grant (young.lua), it writes nothing to the line (the
 -- contributors' rules are recorded), releases the lock and
 -- returns {2, ms to wait}. Otherwise it drops expired entries, takes

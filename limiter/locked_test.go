@@ -13,9 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// stallAfterLock holds up the round trip that follows a won ModeLocked step 1
-// (the site lock's SET NX) until release is closed: the worker stalls between
-// its two round trips.
+// stallAfterLock holds up the round trip that follows a won ModeLocked site
+// lock (its SET NX) until release is closed: the worker stalls between
+// taking the lock and running locked.lua, which then needs a round trip of
+// its own (the node lacked the script, NOSCRIPT).
 type stallAfterLock struct {
 	mu      sync.Mutex
 	armed   bool // the next round trip stalls
@@ -44,7 +45,7 @@ func (s *stallAfterLock) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		s.maybeStall()
 		err := n(ctx, cmds)
-		if sn, ok := cmds[0].(*redis.BoolCmd); ok && strings.EqualFold(sn.Name(), "set") && sn.Val() {
+		if set := cmds[0]; strings.EqualFold(set.Name(), "set") && errors.Is(set.Err(), redis.Nil) {
 			s.mu.Lock()
 			s.armed = !s.done
 			s.mu.Unlock()
@@ -64,9 +65,10 @@ func (s *stallAfterLock) maybeStall() {
 	}
 }
 
-// A worker that stalls between its two round trips past LockTTL loses the
-// site lock to others, who take places meanwhile. When its second round trip
-// runs at last it must not lower the counter: the place it takes on its retry
+// A worker that stalls between taking the site lock and running locked.lua
+// (a second round trip when the node lacked the script) past LockTTL loses
+// the site lock to others, who take places meanwhile. When its script runs
+// at last it must not lower the counter: the place it takes on its retry
 // must rank behind the permit held now, so at limit 1 it waits.
 func TestLockedStallPastLockTTLNeverLowersCounter(t *testing.T) {
 	ctx := ctxT(t)
@@ -79,6 +81,9 @@ func TestLockedStallPastLockTTLNeverLowersCounter(t *testing.T) {
 	lb := newLimiter(t, newClient(t), Options{Prefix: prefix, LockTTL: lockTTL})
 	rdb := newClient(t)
 	k := keysFor(prefix, "site")
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
 
 	aGot := make(chan *Permit, 1)
 	go func() {
@@ -109,7 +114,7 @@ func TestLockedStallPastLockTTLNeverLowersCounter(t *testing.T) {
 	}
 	b3 := <-got
 
-	close(stall.release) // A's second round trip runs, long after its lock expired
+	close(stall.release) // A's script runs, long after its lock expired
 	select {
 	case p := <-aGot:
 		t.Fatalf("A got a permit (%s) while B3 (%s) holds it at limit 1", p.ID(), b3.ID())
@@ -126,9 +131,9 @@ func TestLockedStallPastLockTTLNeverLowersCounter(t *testing.T) {
 	}
 }
 
-// failWrite makes the first write round trip of a ModeLocked entry (step 2)
-// report an error on its last write, after Redis ran it, as a reply
-// that failed on the way back would.
+// failWrite makes the first script call or write of a ModeLocked entry
+// report an error, after Redis ran it, as a reply that failed on the way
+// back would.
 type failWrite struct {
 	mu   sync.Mutex
 	done bool
@@ -161,7 +166,7 @@ func (f *failWrite) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.Proce
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := n(ctx, cmds)
 		for i := len(cmds) - 1; i >= 0; i-- {
-			if strings.EqualFold(cmds[i].Name(), "zadd") {
+			if name := strings.ToLower(cmds[i].Name()); name == "zadd" || ((name == "eval" || name == "evalsha") && cmds[i].Err() == nil) {
 				if f.once() {
 					cmds[i].SetErr(errInjected)
 				}
@@ -172,7 +177,7 @@ func (f *failWrite) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.Proce
 	}
 }
 
-// A write of step 2 that fails makes Acquire fail and leave nothing, never
+// A script call that fails makes Acquire fail and leave nothing, never
 // grant a permit with no entry behind it.
 func TestLockedWriteFailureGrantsNothing(t *testing.T) {
 	ctx := ctxT(t)
@@ -268,6 +273,9 @@ func TestLockedLeaverUndoDoesNotHoldUpNextBatch(t *testing.T) {
 	if err := other.Set(ctx, k.lock, "other", 5*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if err := other.ScriptFlush(ctx).Err(); err != nil { // the script then runs alone: stall can hold it
+		t.Fatal(err)
+	}
 	acquire := func(ctx context.Context, got chan<- *Permit) {
 		p, err := l.Acquire(ctx, "u", 2)
 		if err != nil && ctx.Err() == nil {
@@ -319,5 +327,42 @@ func TestLockedLeaverUndoDoesNotHoldUpNextBatch(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("no permit")
 		}
+	}
+}
+
+// An uncontended ModeLocked acquire is one round trip: the lock's SET NX
+// and the script that enters the caller, on one pipeline; the script still
+// writes only while the lock is ours (a lock held by another: nothing
+// written, contention).
+func TestLockedAcquireOneRoundTrip(t *testing.T) {
+	ctx := ctxT(t)
+	rt := &roundTrips{}
+	rdb := newClient(t)
+	rdb.AddHook(rt)
+	l := newLimiter(t, rdb, Options{Mode: ModeLocked})
+	if err := lockedScript.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rt.reset()
+	p, err := l.Acquire(ctx, "one.example", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if single, pipes, inPipes, names := rt.counts(); single != 0 || pipes != 1 || inPipes != 2 {
+		t.Fatalf("acquire cost %d single commands %v and %d pipelines of %d commands, want one pipeline of 2", single, names, pipes, inPipes)
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k := keysFor(l.opts.prefix(), "one.example")
+	if err := rdb.Set(ctx, k.lock, "other", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	outs, holder, err := l.lockBatch(ctx, k, []*ticket{{id: "t1", rule: Rule{Limit: 1}, queue: true}})
+	if err != nil || outs != nil || holder != "other" {
+		t.Fatalf("lock held by another: %v, holder %q, %v; want contention", outs, holder, err)
+	}
+	if h, o := members(t, rdb, l, "one.example"); len(h)+len(o) != 0 {
+		t.Fatalf("the script wrote under another's lock: holders %v owners %v", h, o)
 	}
 }

@@ -31,10 +31,11 @@ type Mode int
 
 const (
 	// ModeLocked is the Redis in Action 6.3 acquire, guarded by a per-site lock
-	// (SET NX PX with a random token, compare-and-delete release): two
-	// round trips to acquire when uncontended, one after the other (SET NX,
-	// then a script that enters the batch only while the lock is still ours
-	// and releases it), and one to release. A process's callers of one site
+	// (SET NX PX with a random token, compare-and-delete release): one
+	// round trip to acquire when uncontended, a pipeline of SET NX and a
+	// script that enters the batch only while the lock is ours and releases
+	// it (the script runs after the SET, on the site's node), and one to
+	// release. A process's callers of one site
 	// queue in arrival order and one hold of the lock enters all those queued
 	// (see gates), so a burst costs a few lock rounds, not a spin per caller.
 	ModeLocked Mode = iota
