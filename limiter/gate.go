@@ -142,8 +142,8 @@ func (l *Limiter) lead(ctx context.Context, k keys, own *ticket) (r ticketResult
 		if err != nil || outs != nil {
 			return l.deliver(k, own, batch, outs, err), true
 		}
-		// Contended: another process holds the site lock, for a few hundred
-		// µs when it is alive. Wait a steady jittered interval; the batch
+		// Contended: another process holds the site lock, while its script
+		// runs when it is alive. Wait a steady jittered interval; the batch
 		// grows meanwhile. Only the same lock (the same token) held past
 		// stuckLock was left by a process that stalled or died and lasts
 		// until its TTL: then look less often. A busy lock that changes

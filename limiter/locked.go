@@ -28,8 +28,10 @@ import (
 // The script runs after the SET on the site's node, and checks the token
 // first: every write happens while the lock is ours, as in the book, which
 // takes the lock in a round trip of its own. When the node lacks the script
-// (NOSCRIPT) and the lock was won, the script runs alone, a second round
-// trip.
+// (NOSCRIPT) and the lock was won, the script is sent whole (EVAL), a second
+// round trip. The script's reply decides when it ran: a pipeline that
+// go-redis retried (a timeout) may find, in its SET, the lock its first
+// attempt took, or another's taken since the script released ours.
 //
 // The book INCRs the counter and reads the rank with ZRANK after adding. Here
 // nothing else adds an entry while we hold the lock (ModeLocked needs it,
@@ -63,21 +65,26 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 	set := pipe.SetArgs(ctx, k.lock, token, redis.SetArgs{Mode: "NX", Get: true, TTL: l.opts.lockTTL()})
 	run := lockedScript.EvalSha(ctx, pipe, k.all(), args...)
 	pipe.Exec(ctx) // each command's outcome is read from it
-	holder, err = set.Result()
+	holder, serr := set.Result()
+	// Ours: the SET took it, or a retried pipeline's SET found it taken by
+	// its own first attempt.
+	won := errors.Is(serr, redis.Nil) || (serr == nil && holder == token)
+	v, err := run.Int64Slice()
+	if won && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, err = lockedScript.Eval(ctx, l.rdb, k.all(), args...).Int64Slice()
+	}
 	switch {
-	case errors.Is(err, redis.Nil): // the lock was free: ours now
-	case err != nil:
+	case err == nil && len(v) > 0 && v[0] != 0:
+		// The script ran under our lock: its reply stands, whatever the
+		// SET's said (a retried pipeline can find the lock its first
+		// attempt took and the script already released).
+	case serr != nil && !errors.Is(serr, redis.Nil):
 		l.drop(k, ts) // the script may have run if the SET's reply alone was lost
 		l.unlock(k, token)
-		return nil, "", fmt.Errorf("limiter: acquire %s: lock: %w", k.site, err)
-	default:
+		return nil, "", fmt.Errorf("limiter: acquire %s: lock: %w", k.site, serr)
+	case !won:
 		return nil, holder, nil // not ours: the script wrote nothing
-	}
-	v, err := run.Int64Slice()
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = lockedScript.Run(ctx, l.rdb, k.all(), args...).Int64Slice()
-	}
-	if err != nil {
+	case err != nil:
 		// The script may have stopped part way: take out what it wrote.
 		l.drop(k, ts)
 		l.unlock(k, token)

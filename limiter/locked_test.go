@@ -366,3 +366,46 @@ func TestLockedAcquireOneRoundTrip(t *testing.T) {
 		t.Fatalf("the script wrote under another's lock: holders %v owners %v", h, o)
 	}
 }
+
+// loseSetReply makes the first lock SET of a ModeLocked pipeline report an
+// error after Redis ran it (and the script after it), as a reply lost on
+// the way back would.
+type loseSetReply struct{ failWrite }
+
+func (f *loseSetReply) ProcessHook(n redis.ProcessHook) redis.ProcessHook { return n }
+
+func (f *loseSetReply) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := n(ctx, cmds)
+		if len(cmds) == 2 && strings.EqualFold(cmds[0].Name(), "set") && f.once() {
+			cmds[0].SetErr(errInjected)
+		}
+		return err
+	}
+}
+
+// The script's reply decides: a lock SET whose reply is lost, with the
+// script run after it under the lock, grants what the script granted, with
+// its entry behind it, and nothing is left once it is released.
+func TestLockedScriptReplyStands(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := newClient(t)
+	if err := lockedScript.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(&loseSetReply{})
+	l := newLimiter(t, rdb, Options{Mode: ModeLocked})
+	p, err := l.Acquire(ctx, "lost.example", 1)
+	if err != nil {
+		t.Fatalf("Acquire: %v; want the script's grant", err)
+	}
+	if h, _ := members(t, rdb, l, "lost.example"); len(h) != 1 || h[0] != p.ID() {
+		t.Fatalf("holders %v, want %s", h, p.ID())
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h, o := members(t, rdb, l, "lost.example"); len(h)+len(o) != 0 {
+		t.Fatalf("entries left: holders %v owners %v", h, o)
+	}
+}
