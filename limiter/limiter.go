@@ -261,12 +261,18 @@ func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue
 
 func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule, queue bool) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := acquireScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)), flag(queue), l.opts.restartGuard(rule),
-		rule.From, ms(rule.Delay), ms(l.opts.ruleMemory()), l.adapt).Int64Slice()
+	v, err := acquireScript.Run(ctx, l.rdb, k.all(), l.acquireArgs(id, rule, queue)...).Int64Slice()
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
 	}
 	return parseOutcome(v, sent, rule)
+}
+
+// acquireArgs are acquire.lua's ARGV for id under rule; with queue it
+// joins the line when no permit is free.
+func (l *Limiter) acquireArgs(id string, rule Rule, queue bool) []any {
+	return []any{id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)), flag(queue), l.opts.restartGuard(rule),
+		rule.From, ms(rule.Delay), ms(l.opts.ruleMemory()), l.adapt}
 }
 
 // check heartbeats id and reports its state (stGranted, stQueued or stLost)

@@ -34,8 +34,7 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 	}
 	id := uuid.NewString()
 	sent := l.opts.now()()
-	args := []any{id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)), flag(false), l.opts.restartGuard(rule),
-		rule.From, ms(rule.Delay), ms(l.opts.ruleMemory()), l.adapt}
+	args := l.acquireArgs(id, rule, false)
 	cmd := acquireScript.EvalSha(ctx, pipe, k.all(), args...)
 	return sync.OnceValues(func() (*Permit, error) {
 		v, err := cmd.Int64Slice()
