@@ -70,6 +70,34 @@ func (r *roundTrips) counts() (single, pipes, inPipes int, names []string) {
 	return r.single, r.pipes, r.inPipes, append([]string(nil), r.names...)
 }
 
+// waiter takes a permit of site from l in the background, in line, and
+// releases it at once; the channel gets Acquire's or Release's error.
+func waiter(ctx context.Context, l *Limiter, site string, limit int) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		q, err := l.Acquire(ctx, site, limit)
+		if err == nil {
+			err = q.Release(ctx)
+		}
+		got <- err
+	}()
+	return got
+}
+
+// wantGranted fails the test unless waiter's permit is granted and
+// released within 10 s.
+func wantGranted(t *testing.T, got <-chan error) {
+	t.Helper()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was never granted")
+	}
+}
+
 // releaseOn releases p on a pipeline of rdb that also carries an unrelated
 // command, as the crawl's settlement does, and returns after's result.
 func releaseOn(t testing.TB, ctx context.Context, rdb redis.UniversalClient, ps ...*Permit) []error {
@@ -111,14 +139,7 @@ func TestReleaseOnOneRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan error, 1)
-		go func() {
-			q, err := other.Acquire(ctx, "rt.example", 1)
-			if err == nil {
-				err = q.Release(ctx)
-			}
-			got <- err
-		}()
+		got := waiter(ctx, other, "rt.example", 1)
 		waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, "rt.example"); return len(o) == 2 })
 		rt.reset()
 		if errs := releaseOn(t, ctx, rdb, p); errs[0] != nil {
@@ -128,14 +149,7 @@ func TestReleaseOnOneRoundTrip(t *testing.T) {
 		if single != 0 || pipes != 1 || inPipes != 2 {
 			t.Fatalf("release cost %d single commands %v and %d pipelines of %d commands, want one pipeline of 2", single, names, pipes, inPipes)
 		}
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatalf("waiter: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("the waiter was never granted")
-		}
+		wantGranted(t, got)
 		// Released: another ReleaseOn queues nothing, Release does nothing.
 		pipe := rdb.Pipeline()
 		if err := p.ReleaseOn(ctx, pipe)(); err != nil || pipe.Len() != 0 {
@@ -166,14 +180,7 @@ func TestReleaseOnWakesLocalWaiter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan error, 1)
-		go func() {
-			q, err := l.Acquire(ctx, "local.example", 1)
-			if err == nil {
-				err = q.Release(ctx)
-			}
-			got <- err
-		}()
+		got := waiter(ctx, l, "local.example", 1)
 		waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, "local.example"); return len(o) == 2 })
 		time.Sleep(50 * time.Millisecond) // past the fresh subscription's early look
 		k := keysFor(l.opts.prefix(), "local.example")

@@ -3,7 +3,6 @@ package limiter
 import (
 	"errors"
 	"testing"
-	"time"
 )
 
 // A release and a try for the same site's next permit on one pipeline: one
@@ -80,14 +79,7 @@ func TestTryAcquireRuleOn(t *testing.T) {
 	}
 
 	// A waiter in line (another process) keeps its turn: B's slot is its.
-	got := make(chan error, 1)
-	go func() {
-		q, err := other.AcquireRule(ctx, "on.example", rule)
-		if err == nil {
-			err = q.Release(ctx)
-		}
-		got <- err
-	}()
+	got := waiter(ctx, other, "on.example", rule.Limit)
 	waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, "on.example"); return len(o) == 3 })
 	pipe = rdb.Pipeline()
 	released = b.ReleaseOn(ctx, pipe)
@@ -101,14 +93,7 @@ func TestTryAcquireRuleOn(t *testing.T) {
 	if p, err := after(); !errors.As(err, &busy) || p != nil {
 		t.Fatalf("try with a waiter in line: %v, %v; want refused", p, err)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("waiter: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter was never granted")
-	}
+	wantGranted(t, got)
 	if err := c.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
