@@ -121,7 +121,7 @@ func (c *Crawler) fetch(ctx context.Context, w *worker, it frontier.Item, res *f
 // settleTurn sends a settlement, with res's release in the same round trip
 // and res's rule for the frontier, and returns the next item when it took
 // one. With stay, it also asks in that round trip for a spare permit of
-// res's site (fetch.Reservation.SpareOn) and has the frontier prefer that
+// res's site (fetch.Reservation.ReleaseSpareOn) and has the frontier prefer that
 // site for the next item, so that the next item's permit costs no round
 // trip of its own. A stop does not cut it once its script may have run
 // (see next).
@@ -134,11 +134,12 @@ func (c *Crawler) settleTurn(ctx context.Context, s frontier.Settlement, res *fe
 		rule := res.Rule()
 		s.Rule = frontier.SiteRule{Cap: rule.Limit, Delay: rule.Delay}
 		s.Also = func(pipe redis.Pipeliner) func() error {
-			after := res.ReleaseOn(sctx, pipe)
 			if stay && ctx.Err() == nil {
-				spare = res.SpareOn(ctx, pipe)
+				var after func() error
+				after, spare = res.ReleaseSpareOn(sctx, pipe)
+				return after
 			}
-			return after
+			return res.ReleaseOn(sctx, pipe)
 		}
 	}
 	if stay {

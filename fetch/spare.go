@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Spare is a permit asked for ahead (SpareOn), in the round trip that
-// releases a reservation's permit, for the next request to the same site:
+// Spare is a permit asked for ahead (ReleaseSpareOn), in the script call
+// that releases a reservation's permit, for the next request to the same site:
 // a worker that goes on with the site it just fetched then needs no round
 // trip of its own for the permit. ReserveSpare uses it or gives it back.
 type Spare struct {
@@ -21,22 +21,32 @@ type Spare struct {
 	after func() (*limiter.Permit, error)
 }
 
-// SpareOn queues on pipe, after whatever is queued there already (r's
-// release, typically), a try for another permit of r's site under the rule
-// robots.txt gave r (limiter.Limiter.TryAcquireRuleOn): it joins no line
-// and is granted only when a slot is free now. It returns nil, queueing
-// nothing, when the try would cost a round trip of its own (the limiter's
-// ModeLocked) or could not succeed: the site's rule, or its health, asks
-// for a crawl delay, which the release just started.
-func (r *Reservation) SpareOn(ctx context.Context, pipe redis.Pipeliner) *Spare {
+// ReleaseSpareOn is ReleaseOn with, in the same script call, a spare
+// permit for the next request to r's site under the rule robots.txt gave r
+// (limiter.Permit.KeepOn): the release keeps the slot when the site's
+// semaphore would grant it again at once (nobody waits in its line, no
+// hold-off), and the spare is granted; else the slot is released and the
+// spare is not. A spare joins no line. spare is nil, and only the release
+// is queued, when the spare would cost a round trip of its own (the
+// limiter's ModeLocked) or could not be granted: the site's rule, or its
+// health, asks for a crawl delay, which the release starts.
+func (r *Reservation) ReleaseSpareOn(ctx context.Context, pipe redis.Pipeliner) (after func() error, spare *Spare) {
 	if !r.Spares() {
-		return nil
+		return r.ReleaseOn(ctx, pipe), nil
 	}
-	site := r.p.Site()
-	return &Spare{t: r.t, site: site, rule: r.rule, after: r.t.Limiter.TryAcquireRuleOn(ctx, pipe, site, r.rule)}
+	if !r.claim() {
+		return func() error { return nil }, nil
+	}
+	done, kept := r.p.KeepOn(ctx, pipe, r.rule)
+	after = func() error {
+		err := done()
+		r.t.released(r.p, err)
+		return err
+	}
+	return after, &Spare{t: r.t, site: r.p.Site(), rule: r.rule, after: kept}
 }
 
-// Spares reports whether SpareOn would ask for a spare permit.
+// Spares reports whether ReleaseSpareOn would ask for a spare permit.
 func (r *Reservation) Spares() bool {
 	return r != nil && r.t.Limiter.Pipelines() && r.rule.Delay == 0 && r.Rule().Delay == 0
 }

@@ -28,8 +28,7 @@ func spareAfter(t *testing.T, tr *Transport, u string) *Spare {
 	rdb := srv.Client()
 	defer rdb.Close()
 	pipe := rdb.Pipeline()
-	released := r.ReleaseOn(ctx, pipe)
-	sp := r.SpareOn(ctx, pipe)
+	released, sp := r.ReleaseSpareOn(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +142,15 @@ func TestNoSpareInCrawlDelay(t *testing.T) {
 	rdb := srv.Client()
 	defer rdb.Close()
 	pipe := rdb.Pipeline()
-	if sp := r.SpareOn(context.Background(), pipe); sp != nil || pipe.Len() != 0 {
-		t.Fatalf("spare %+v, %d commands queued", sp, pipe.Len())
+	after, sp := r.ReleaseSpareOn(context.Background(), pipe)
+	if sp != nil || pipe.Len() != 1 {
+		t.Fatalf("spare %+v, %d commands queued, want none and the release", sp, pipe.Len())
+	}
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := after(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -52,7 +52,7 @@ type Settlement struct {
 	// Prefer, with Next, is a site of the item's shard to take the next
 	// item from, if the site is ready, rather than the first ready site in
 	// the shard's round robin: a worker that asked for the site's next
-	// permit in the same round trip (fetch.Reservation.SpareOn).
+	// permit in the same round trip (fetch.Reservation.ReleaseSpareOn).
 	Prefer string
 }
 

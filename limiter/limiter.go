@@ -308,6 +308,16 @@ func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held 
 
 // leaveArgs are release.lua's ARGV for removing id.
 func (l *Limiter) leaveArgs(k keys, id string, rule Rule, held bool, out Outcome) []any {
+	return append(l.leaveHead(k, id, rule, held, out), "", 0, 0, "", 0)
+}
+
+// keepArgs are release.lua's ARGV for keeping id's slot under next (see
+// Permit.KeepOn), or removing it under rule when it cannot be kept.
+func (l *Limiter) keepArgs(k keys, id string, rule, next Rule, out Outcome) []any {
+	return append(l.leaveHead(k, id, rule, true, out), "1", next.Limit, ms(next.Delay), next.From, ms(l.keyTTL(next)))
+}
+
+func (l *Limiter) leaveHead(k keys, id string, rule Rule, held bool, out Outcome) []any {
 	return append([]any{id, rule.Limit, ms(l.opts.lease()), ms(rule.Delay), flag(held), k.wake, ms(l.keyTTL(rule)), ceiled(rule), ms(l.opts.ruleMemory())},
 		l.adaptArgs(out)...)
 }
@@ -317,7 +327,7 @@ func (l *Limiter) leaveArgs(k keys, id string, rule Rule, held bool, out Outcome
 // (under the limit the script applied) and reports whether the entry was
 // still there.
 func (l *Limiter) left(k keys, rule Rule, v []any, err error) (bool, error) {
-	const head = 7 // the values before the ids
+	const head = 12 // the values before the ids
 	if err != nil {
 		return false, fmt.Errorf("limiter: release %s: %w", k.site, err)
 	}

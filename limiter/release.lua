@@ -22,10 +22,18 @@
 -- and the controller run first; the limit and delay are then tightened to
 -- the site's effective cap and extra delay, and a new backoff holds the
 -- whole fleet off (next).
+-- ARGV[16] '1' = keep the slot for the holder's next request to the site
+-- when acquire.lua would grant it now (nobody in the line, no hold-off, the
+-- entry still live): then the entry's lease is renewed instead of the entry
+-- removed, under the rule ARGV[17] limit, ARGV[18] delay ms, ARGV[19]
+-- contributor ('' = none; with one, recorded and ceiled as acquire.lua
+-- does), ARGV[20] key TTL ms. '' = a plain release.
 -- Returns {1 if the entry was still there else 0, wait ms, limit applied,
 -- what the controller changed (adapt's bits), the effective cap (0: not
 -- reduced), the extra delay ms, ms the site is held off by its backoff,
--- the ids published...}
+-- kept (1: the slot is kept, nothing else changed, 0: released), and when
+-- kept the server ms, the entry's rank, the kept rule's limit and delay ms
+-- (0s when not), then the ids published...}
 -- so that the releaser can also wake waiters in its own process directly.
 local id, limit, lease, delay, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[7])
 local wait, now, up = 0, nil, nil
@@ -76,8 +84,27 @@ if ARGV[5] == '1' and delay > 0 then
   end
   wait = delay
 end
-local out = {0, wait, limit, ev, hcap, hdelay, hoff}
 local owned = redis.call('ZCARD', KEYS[2])
+if ARGV[16] == '1' and ARGV[5] == '1' and wait == 0 and hoff == 0 then
+  -- Kept when acquire.lua would grant the slot to a newcomer once this
+  -- entry left: fewer entries than the limit besides it (without pruning:
+  -- an expired entry only makes this keep less often) and no hold-off.
+  -- The entry keeps its counter: with nobody behind it, no rank changes.
+  now = now or now_ms()
+  local klimit, kdelay, kttl = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[20])
+  if ARGV[19] ~= '' then
+    klimit, kdelay, kttl = apply_ceiling(now, tonumber(ARGV[9]), {{ARGV[19], klimit, kdelay}}, true, klimit, kdelay, kttl)
+  end
+  if owned <= tighten(hcap, hdelay, klimit, 0) and now >= next_at() then
+    local at = tonumber(redis.call('ZSCORE', KEYS[1], id))
+    if at and at > now - lease then
+      redis.call('ZADD', KEYS[1], now, id)
+      touch(kttl, lease, false)
+      return {1, 0, limit, ev, hcap, hdelay, hoff, 1, now, owned - 1, klimit, kdelay}
+    end
+  end
+end
+local out = {0, wait, limit, ev, hcap, hdelay, hoff, 0, 0, 0, 0, 0}
 if owned > limit then
   -- Someone may be waiting: rank the entry among live ones only. Those
   -- it lets in wait out the site's hold-off, whoever set it (our delay, a

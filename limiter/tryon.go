@@ -61,6 +61,81 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 	})
 }
 
+// KeepOn is ReleaseOn for a holder whose next request goes to the same
+// site straight away, under next (the rule TryAcquireRule would be asked
+// for): when the site's semaphore would grant next's permit at once anyway
+// (fewer holders than the limit besides this one, nobody in the line, no
+// crawl delay or hold-off, the entry's lease not run out), the release
+// keeps the slot instead of freeing it, in the same script call. It is
+// TryAcquireRuleOn queued after ReleaseOn, in one script call instead of
+// two: nobody can tell the difference, since nobody could have taken the
+// slot in between, and the entry keeps its place (nobody is behind it).
+//
+// released returns what ReleaseOn's after would for this permit (its
+// outcome is recorded either way; SetOutcome). kept returns a new *Permit
+// for the kept slot, as TryAcquireRuleOn's after would (same ID, its lease
+// renewed from the call, rule and ceiling as next's grant), or a
+// *BusyError when the slot was released instead, or another error. Both may
+// be called more than once, once pipe has run. This permit counts as
+// released from the call on, whatever kept returns.
+//
+// Where it cannot keep (ModeLocked, whose grants go through the process's
+// line; next invalid; this permit lost, released or nil; the Limiter
+// closed) it queues ReleaseOn and TryAcquireRuleOn instead. On a nil
+// permit kept returns ErrPermitLost.
+func (p *Permit) KeepOn(ctx context.Context, pipe redis.Pipeliner, next Rule) (released func() error, kept func() (*Permit, error)) {
+	if p == nil {
+		return func() error { return nil }, func() (*Permit, error) { return nil, ErrPermitLost }
+	}
+	l := p.l
+	k, next, err := l.prepare(p.k.site, next)
+	if err != nil || !l.Pipelines() || l.hub.isClosed() || p.Err() != nil || !p.stop() {
+		return p.ReleaseOn(ctx, pipe), l.TryAcquireRuleOn(ctx, pipe, p.k.site, next)
+	}
+	sent := l.opts.now()()
+	args := l.keepArgs(k, p.id, p.rule, next, p.recorded())
+	cmd := releaseScript.EvalSha(ctx, pipe, k.all(), args...)
+	reply := sync.OnceValues(func() ([]any, error) {
+		v, err := cmd.Slice()
+		switch {
+		case cmd.Err() == nil && cmd.Val() == nil:
+			err = errNotExecuted
+		case redis.HasErrorPrefix(err, "NOSCRIPT"):
+			ctx, cancel := releaseCtx(ctx)
+			defer cancel()
+			sent = l.opts.now()()
+			v, err = releaseScript.Run(ctx, l.rdb, k.all(), args...).Slice()
+		}
+		return v, err
+	})
+	released = sync.OnceValue(func() error {
+		v, err := reply()
+		return p.settle(l.left(k, p.rule, v, err))
+	})
+	kept = sync.OnceValues(func() (*Permit, error) {
+		v, err := reply()
+		if err != nil {
+			return nil, fmt.Errorf("limiter: keep %s: %w", k.site, err)
+		}
+		n := make([]int64, 0, 5)
+		for _, x := range v[min(7, len(v)):min(12, len(v))] {
+			i, _ := x.(int64)
+			n = append(n, i)
+		}
+		if len(n) < 5 || n[0] != 1 {
+			return nil, &BusyError{Site: k.site}
+		}
+		hcap, _ := v[4].(int64)
+		hdelay, _ := v[5].(int64)
+		o, err := parseOutcome([]int64{stGranted, n[1], n[2], 0, n[3], n[4], hcap, hdelay}, sent, next)
+		if err != nil {
+			return nil, err
+		}
+		return newPermit(l, k, p.id, o.rule, o.eff, o.sent, o.rank+1 >= o.eff.Limit), nil
+	})
+	return released, kept
+}
+
 // Pipeline is a pipeline on the Limiter's Redis client, for
 // TryAcquireRuleOn and Permit.ReleaseOn.
 func (l *Limiter) Pipeline() redis.Pipeliner { return l.rdb.Pipeline() }
