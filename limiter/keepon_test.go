@@ -58,6 +58,13 @@ func TestKeepOn(t *testing.T) {
 	if !k.Deadline().After(before) {
 		t.Fatalf("kept deadline %v, not after the old %v", k.Deadline(), before)
 	}
+	kk := keysFor(l.opts.prefix(), "keep.example")
+	if at, was := rdb.ZScore(ctx, kk.holders, a.ID()).Val(), rdb.ZScore(ctx, kk.holders, b.ID()).Val(); at <= was {
+		t.Fatalf("the kept entry's lease was not renewed in Redis: %v, b's %v", at, was)
+	}
+	if last := rdb.ZRange(ctx, kk.owners, -1, -1).Val(); len(last) != 1 || last[0] != a.ID() {
+		t.Fatalf("the kept entry is not at the back of the line: owners end with %v", last)
+	}
 	if h, o := members(t, rdb, l, "keep.example"); len(h) != 2 || len(o) != 2 {
 		t.Fatalf("holders %v owners %v, want a and b", h, o)
 	}
@@ -107,6 +114,51 @@ func TestKeepOnRefused(t *testing.T) {
 	}
 	wantGranted(t, got)
 
+	// A waiter held to a lower limit (a robots.txt fetch's 1) waits behind
+	// a holder of a higher one: a keep puts the holder behind it, as a
+	// release and a new try would, and so lets it in.
+	a, err = l.AcquireRule(ctx, site, Rule{Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	polling := newLimiter(t, newClient(t), Options{Mode: ModeAtomic, Prefix: prefix, Poll: 20 * time.Millisecond})
+	got = waiter(ctx, polling, site, 1)
+	waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, site); return len(o) == 2 })
+	_, k, err = keepOn(t, rdb, a, Rule{Limit: 2})
+	if err != nil {
+		t.Fatalf("keep under limit 2 of 2: %v", err)
+	}
+	wantGranted(t, got)
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A crawl delay this release starts: no start before its end.
+	a, err = l.AcquireRule(ctx, site, Rule{Limit: 2, Delay: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, k, err := keepOn(t, rdb, a, Rule{Limit: 2}); !errors.As(err, &busy) || k != nil {
+		t.Fatalf("keep as the release starts a crawl delay: %s, %v; want refused", k.ID(), err)
+	}
+	time.Sleep(60 * time.Millisecond)
+
+	// ModeLocked's site lock held (another process's acquire under way).
+	a, err = l.AcquireRule(ctx, site, Rule{Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kk := keysFor(l.opts.prefix(), site)
+	if err := rdb.Set(ctx, kk.lock, "someone", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, k, err := keepOn(t, rdb, a, Rule{Limit: 2}); !errors.As(err, &busy) || k != nil {
+		t.Fatalf("keep under another's site lock: %s, %v; want refused", k.ID(), err)
+	}
+	if err := rdb.Del(ctx, kk.lock).Err(); err != nil {
+		t.Fatal(err)
+	}
+
 	// A tighter rule: another holder already fills it.
 	a, err = l.AcquireRule(ctx, site, Rule{Limit: 2})
 	if err != nil {
@@ -139,7 +191,7 @@ func TestKeepOnRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kk := keysFor(l.opts.prefix(), "gone.example")
+	kk = keysFor(l.opts.prefix(), "gone.example")
 	if err := rdb.Del(ctx, kk.holders, kk.owners).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -216,5 +268,33 @@ func TestKeepOnLocked(t *testing.T) {
 	released, kept = nilPermit.KeepOn(ctx, rdb.Pipeline(), Rule{Limit: 1})
 	if _, err := kept(); released() != nil || !errors.Is(err, ErrPermitLost) {
 		t.Fatalf("nil permit: %v", err)
+	}
+}
+
+// A node without the release script (restarted, SCRIPT FLUSH): released
+// and kept share the script's one run alone, and the slot is kept.
+func TestKeepOnNoScript(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := newClient(t)
+	l := newLimiter(t, rdb, Options{Mode: ModeAtomic})
+	a, err := l.AcquireRule(ctx, "noscript-keep.example", Rule{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pipe := rdb.Pipeline()
+	released, kept := a.KeepOn(ctx, pipe, Rule{Limit: 1})
+	pipe.Exec(ctx) // NOSCRIPT: released's and kept's to deal with
+	k, err := kept()
+	if err != nil || released() != nil || k.ID() != a.ID() {
+		t.Fatalf("after NOSCRIPT: kept %s, %v, released %v", k.ID(), err, released())
+	}
+	if h, _ := members(t, rdb, l, "noscript-keep.example"); len(h) != 1 || h[0] != a.ID() {
+		t.Fatalf("holders %v, want %s", h, a.ID())
+	}
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -23,15 +23,16 @@
 -- the site's effective cap and extra delay, and a new backoff holds the
 -- whole fleet off (next).
 -- ARGV[16] '1' = keep the slot for the holder's next request to the site
--- when acquire.lua would grant it now (nobody in the line, no hold-off, the
--- entry still live): then the entry's lease is renewed instead of the entry
--- removed, under the rule ARGV[17] limit, ARGV[18] delay ms, ARGV[19]
--- contributor ('' = none; with one, recorded and ceiled as acquire.lua
--- does), ARGV[20] key TTL ms. '' = a plain release.
+-- when acquire.lua would grant it to a newcomer now (nobody in the line, no
+-- hold-off, no site lock, the entry still live): then the entry's lease is
+-- renewed and it takes a new counter, instead of being removed, under the
+-- rule ARGV[17] limit, ARGV[18] delay ms, ARGV[19] contributor ('' = none;
+-- with one, recorded and ceiled as acquire.lua does), ARGV[20] key TTL ms.
+-- '' = a plain release.
 -- Returns {1 if the entry was still there else 0, wait ms, limit applied,
 -- what the controller changed (adapt's bits), the effective cap (0: not
 -- reduced), the extra delay ms, ms the site is held off by its backoff,
--- kept (1: the slot is kept, nothing else changed, 0: released), and when
+-- kept (1: the entry keeps its slot, 0: it was removed), and when
 -- kept the server ms, the entry's rank, the kept rule's limit and delay ms
 -- (0s when not), then the ids published...}
 -- so that the releaser can also wake waiters in its own process directly.
@@ -85,22 +86,34 @@ if ARGV[5] == '1' and delay > 0 then
   wait = delay
 end
 local owned = redis.call('ZCARD', KEYS[2])
-if ARGV[16] == '1' and ARGV[5] == '1' and wait == 0 and hoff == 0 then
+if ARGV[16] == '1' and ARGV[5] == '1' then
   -- Kept when acquire.lua would grant the slot to a newcomer once this
-  -- entry left: fewer entries than the limit besides it (without pruning:
-  -- an expired entry only makes this keep less often) and no hold-off.
-  -- The entry keeps its counter: with nobody behind it, no rank changes.
+  -- entry left (its contributor's rule recorded first, as there): fewer
+  -- entries than the limit besides it (without pruning: an expired entry
+  -- only makes this keep less often), no hold-off (this release's own delay
+  -- or backoff included), no site lock (ModeLocked's). The entry then takes
+  -- a new counter, as a newcomer would: the back of the line, so that a
+  -- waiter held to a lower limit (a robots.txt fetch) moves up as it would
+  -- have.
   now = now or now_ms()
   local klimit, kdelay, kttl = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[20])
   if ARGV[19] ~= '' then
     klimit, kdelay, kttl = apply_ceiling(now, tonumber(ARGV[9]), {{ARGV[19], klimit, kdelay}}, true, klimit, kdelay, kttl)
   end
-  if owned <= tighten(hcap, hdelay, klimit, 0) and now >= next_at() then
+  if wait == 0 and hoff == 0 and owned <= tighten(hcap, hdelay, klimit, 0) then
+    local got = redis.call('MGET', KEYS[4], KEYS[5]) -- the site lock, the next-request mark
     local at = tonumber(redis.call('ZSCORE', KEYS[1], id))
-    if at and at > now - lease then
-      redis.call('ZADD', KEYS[1], now, id)
-      touch(kttl, lease, false)
-      return {1, 0, limit, ev, hcap, hdelay, hoff, 1, now, owned - 1, klimit, kdelay}
+    if not got[1] and now >= tonumber(got[2] or '0') and at and at > now - lease then
+      local c = redis.call('INCR', KEYS[3])
+      if c > 1 then
+        redis.call('ZADD', KEYS[2], c, id)
+        redis.call('ZADD', KEYS[1], now, id)
+        touch(kttl, lease, false)
+        return {1, 0, limit, ev, hcap, hdelay, hoff, 1, now, owned - 1, klimit, kdelay}
+      end
+      -- No counter under a live entry: not this script's to judge; undo
+      -- the INCR and release.
+      redis.call('DEL', KEYS[3])
     end
   end
 end

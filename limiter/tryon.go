@@ -64,12 +64,13 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 // KeepOn is ReleaseOn for a holder whose next request goes to the same
 // site straight away, under next (the rule TryAcquireRule would be asked
 // for): when the site's semaphore would grant next's permit at once anyway
-// (fewer holders than the limit besides this one, nobody in the line, no
-// crawl delay or hold-off, the entry's lease not run out), the release
-// keeps the slot instead of freeing it, in the same script call. It is
-// TryAcquireRuleOn queued after ReleaseOn, in one script call instead of
-// two: nobody can tell the difference, since nobody could have taken the
-// slot in between, and the entry keeps its place (nobody is behind it).
+// (fewer entries than the limit besides this one, so nobody in the line;
+// no crawl delay or hold-off, this release's own included; no ModeLocked
+// site lock; the entry's lease not run out), the release keeps the slot
+// instead of freeing it, in the same script call. It is TryAcquireRuleOn
+// queued after ReleaseOn, in one script call instead of two: the entry
+// takes a newcomer's place at the back of the line, and nobody could have
+// taken the slot in between.
 //
 // released returns what ReleaseOn's after would for this permit (its
 // outcome is recorded either way; SetOutcome). kept returns a new *Permit
@@ -115,6 +116,11 @@ func (p *Permit) KeepOn(ctx context.Context, pipe redis.Pipeliner, next Rule) (r
 	kept = sync.OnceValues(func() (*Permit, error) {
 		v, err := reply()
 		if err != nil {
+			// The slot may be kept with nobody to use it (a lost reply):
+			// remove the entry (nothing, if the release ran).
+			ctx, cancel := releaseCtx(ctx)
+			defer cancel()
+			_, _ = l.leave(ctx, k, p.id, p.rule, false, Outcome{})
 			return nil, fmt.Errorf("limiter: keep %s: %w", k.site, err)
 		}
 		n := make([]int64, 0, 5)
