@@ -233,6 +233,14 @@ end
 -- something may be ready (-1: unknown), 0}. prefer (nil or '': none) is a
 -- site to take from rather than the first in line, if it is ready: the
 -- worker holds a permit for it already.
+-- handon is a site whose item this call settled with its slot free and
+-- its next start come, for take to hand its next item to the same worker
+-- (prefer): settle leaves the site's place in the ready set as it was (at
+-- its cap, typically: parked), and take sets it after the hand-on, as it
+-- does for any site it takes from. That saves moving the site to the back
+-- of the line and reading its place back.
+local handon
+
 local function take(prefer)
   local id = redis.call('HINCRBY', KEYS[3], 'ids', '1')
   local tidied = id % 8 == 0
@@ -247,13 +255,20 @@ local function take(prefer)
       tidy()
       pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', '0', '2')
     end
-    if #pick == 0 then
-      break
+    local site, more
+    if prefer and prefer == handon then
+      -- more: another site of the shard is ready.
+      site, more = prefer, ((pick[1] and pick[1] ~= prefer) or pick[2]) and 1 or 0
+      prefer, handon = nil, nil -- looked at once: a queue lost under it is not looked at again
+    else
+      if #pick == 0 then
+        break
+      end
+      site = pick[1]
+      -- more: a site of the shard is still ready (this one, if below its
+      -- cap), so an idle worker could take an item now.
+      more = #pick - 1
     end
-    local site = pick[1]
-    -- more: a site of the shard is still ready (this one, if below its
-    -- cap), so an idle worker could take an item now.
-    local more = #pick - 1
     if prefer and prefer ~= '' and prefer ~= site then
       if prefer == pick[2] or (tonumber(redis.call('ZSCORE', KEYS[1], prefer)) or math.huge) <= now() + SOON then
         site, more = prefer, 1 -- pick[1] is ready too

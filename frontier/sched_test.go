@@ -278,3 +278,61 @@ func TestSettlePrefersSite(t *testing.T) {
 		it = settle(it, "a.example")
 	}
 }
+
+// A site at its cap hands its next item on to the worker that settles one
+// of its items and asks to stay: the item comes from that site, its items
+// in flight stay at the cap, it stays out of the ready set (parked), and
+// another ready site is still reported (More). Once its queue is empty, a
+// hand-on takes it out of the ready set.
+func TestSettleHandsOnAtCap(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Cap: 2, Shards: 1})
+	f.Add(ctx, 0, urls("a.example", 4)...)
+	held := take(t, f, 2)
+	if held[0].Site != "a.example" || held[1].Site != "a.example" {
+		t.Fatalf("took %s and %s, want a.example's first two", held[0].URL, held[1].URL)
+	}
+	f.Add(ctx, 0, urls("b.example", 2)...)
+	sh := f.lay.Load().shards[0]
+	ready, fly := sh.keys[0], sh.keys[3]
+	parked := func() bool {
+		t.Helper()
+		s, err := f.rdb.ZScore(ctx, ready, "a.example").Result()
+		if err != nil {
+			t.Fatalf("a.example's place in the ready set: %v", err)
+		}
+		return s >= 1e15
+	}
+	if !parked() {
+		t.Fatal("a.example at its cap is not parked")
+	}
+	seen := map[string]bool{held[0].URL: true, held[1].URL: true}
+	for i := range 2 {
+		r := f.Settle(ctx, Settlement{Item: held[i], Outcome: Fetched, Next: true, Prefer: "a.example"})
+		if r.Settled != nil || r.NextErr != nil {
+			t.Fatalf("settle %s: %v, next: %v", held[i].URL, r.Settled, r.NextErr)
+		}
+		it := r.Next
+		if it.Site != "a.example" || seen[it.URL] {
+			t.Fatalf("hand-on %d took %q, want a new a.example URL", i, it.URL)
+		}
+		seen[it.URL] = true
+		if !it.More {
+			t.Fatalf("hand-on %d: More false with b.example ready", i)
+		}
+		if n, err := f.rdb.HGet(ctx, fly, "a.example").Int(); err != nil || n != 2 {
+			t.Fatalf("a.example in flight after hand-on %d: %d, %v; want 2", i, n, err)
+		}
+		if i == 0 && !parked() {
+			t.Fatal("a.example at its cap left parked after a hand-on")
+		}
+		held[i] = it
+	}
+	// a.example's queue is empty now: gone from the ready set.
+	if err := f.rdb.ZScore(ctx, ready, "a.example").Err(); err != redis.Nil {
+		t.Fatalf("a.example with nothing queued still in the ready set: %v", err)
+	}
+	if it := take(t, f, 1)[0]; it.Site != "b.example" {
+		t.Fatalf("took %s, want b.example", it.URL)
+	}
+}

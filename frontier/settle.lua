@@ -20,6 +20,9 @@
 -- Returns {settled (1, or 0 when the item was no longer held), admitted,
 -- scope size, took} and, with took 1 or 0, next.lua's answer.
 
+-- stay: the site the worker asks to stay on, when it takes an item now.
+local stay = string.sub(ARGV[14], 1, 1) == '1' and string.sub(ARGV[14], 2) or nil
+
 local function settle(member, how)
   local _, site, item = split(member)
   if not site or redis.call('ZREM', KEYS[2], member) == 0 then
@@ -60,6 +63,8 @@ local function settle(member, how)
       end
     elseif rd > 0 then
       at = now() + rd -- the next start, a delay after this one settled
+    elseif site == stay then
+      handon = site -- take hands its next item on to this worker (handon)
     else
       -- The fetch has given its site's slot back: a site parked or deferred
       -- as full takes its turn again now. Only ever earlier, to the back of
