@@ -14,12 +14,18 @@ import (
 	"github.com/polite-crawler/polite/testserver"
 )
 
-// In ModeAtomic a worker that stays on its site takes the next page's
-// permit in the round trip that releases the last one and settles its
-// page: well under two Redis round trips a page (one, but for the crawl's
+// A worker that stays on its site keeps its permit's slot for the next
+// page in the round trip that releases it and settles its page, in either
+// mode: well under two Redis round trips a page (one, but for the crawl's
 // start, its end and the turns that let the round robin choose), with every
 // site within its cap and every page fetched once, counted at the sites.
 func TestSparePermitsSaveRoundTrips(t *testing.T) {
+	for _, mode := range []limiter.Mode{limiter.ModeLocked, limiter.ModeAtomic} {
+		t.Run(mode.String(), func(t *testing.T) { spareCrawl(t, mode) })
+	}
+}
+
+func spareCrawl(t *testing.T, mode limiter.Mode) {
 	site := testserver.SiteSpec{Pages: 200, Links: 6, Latency: testserver.Duration(5 * time.Millisecond)}
 	ts := serve(t, testserver.Profile{Name: t.Name(), Seed: 3, Sites: []testserver.SiteSpec{site, site, site, site}})
 	var seeds []string
@@ -32,11 +38,11 @@ func TestSparePermitsSaveRoundTrips(t *testing.T) {
 	defer rdb.Close()
 	m := metrics.New()
 	m.CountRoundTrips(rdb)
-	prefix := "t:spare"
-	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: 5 * time.Second, Mode: limiter.ModeAtomic})
+	prefix := "t:spare:" + mode.String()
+	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: 5 * time.Second, Mode: mode})
 	defer lim.Close()
 	rob := NewRobotsCache(rdb, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, m)
-	fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: "spare", Visibility: time.Minute})
+	fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: "spare-" + mode.String(), Visibility: time.Minute})
 	c := New(fr, lim, rob, Options{Workers: 12, UserAgent: "politebot/1.0", Timeout: 20 * time.Second, Out: io.Discard, Observer: m})
 	if _, err := c.Seed(ctx, seeds); err != nil {
 		t.Fatal(err)

@@ -26,10 +26,11 @@ type Spare struct {
 // (limiter.Permit.KeepOn): the release keeps the slot when the site's
 // semaphore would grant it again at once (nobody waits in its line, no
 // hold-off), and the spare is granted; else the slot is released and the
-// spare is not. A spare joins no line. spare is nil, and only the release
-// is queued, when the spare would cost a round trip of its own (the
-// limiter's ModeLocked) or could not be granted: the site's rule, or its
-// health, asks for a crawl delay, which the release starts.
+// spare is not. A spare joins no line (in the limiter's ModeLocked it is
+// not granted while a caller of this process is entering the site's
+// line). spare is nil, and only the release is queued, when the spare
+// could not be granted: the site's rule, or its health, asks for a crawl
+// delay, which the release starts.
 func (r *Reservation) ReleaseSpareOn(ctx context.Context, pipe redis.Pipeliner) (after func() error, spare *Spare) {
 	if !r.Spares() {
 		return r.ReleaseOn(ctx, pipe), nil
@@ -48,7 +49,7 @@ func (r *Reservation) ReleaseSpareOn(ctx context.Context, pipe redis.Pipeliner) 
 
 // Spares reports whether ReleaseSpareOn would ask for a spare permit.
 func (r *Reservation) Spares() bool {
-	return r != nil && r.t.Limiter.Pipelines() && r.rule.Delay == 0 && r.Rule().Delay == 0
+	return r != nil && r.rule.Delay == 0 && r.Rule().Delay == 0
 }
 
 // Site is the permit key the spare was asked for.

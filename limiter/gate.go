@@ -38,6 +38,14 @@ type gates struct {
 	m  map[string]*gate // by site; present only while a leader or a queue is
 }
 
+// busy reports whether a caller of this process is entering site's line
+// (queued in its gate, or leading a batch).
+func (g *gates) busy(site string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m[site] != nil
+}
+
 type gate struct {
 	queue   []*ticket
 	leading bool // a goroutine is entering a batch for this site

@@ -235,35 +235,46 @@ func TestKeepOnCeiling(t *testing.T) {
 	}
 }
 
-// ModeLocked does not keep: KeepOn queues the release, and kept takes a new
-// permit in its own round trips, as TryAcquireRuleOn does there. A nil
-// permit keeps nothing.
+// ModeLocked keeps too, unless a caller of this process is entering the
+// site's line (its gate is busy): then KeepOn queues the release alone and
+// kept is refused, so that caller goes first. A nil permit keeps nothing.
 func TestKeepOnLocked(t *testing.T) {
 	ctx := ctxT(t)
 	rdb := newClient(t)
 	l := newLimiter(t, rdb, Options{Mode: ModeLocked})
-	a, err := l.AcquireRule(ctx, "locked-keep.example", Rule{Limit: 1})
+	const site = "locked-keep.example"
+	a, err := l.AcquireRule(ctx, site, Rule{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, k, err := keepOn(t, rdb, a, Rule{Limit: 1})
+	if err != nil || k.ID() != a.ID() {
+		t.Fatalf("locked keep with the gate idle: %s, %v; want %s kept", k.ID(), err, a.ID())
+	}
+
+	// A caller of this process entering the site's line.
+	l.gates.mu.Lock()
+	l.gates.m = map[string]*gate{site: {leading: true}}
+	l.gates.mu.Unlock()
 	pipe := rdb.Pipeline()
-	released, kept := a.KeepOn(ctx, pipe, Rule{Limit: 1})
+	released, kept := k.KeepOn(ctx, pipe, Rule{Limit: 1})
 	if pipe.Len() != 1 {
 		t.Fatalf("%d commands queued, want the release", pipe.Len())
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := released(); err != nil {
-		t.Fatal(err)
+	var busy *BusyError
+	if q, err := kept(); released() != nil || !errors.As(err, &busy) || q != nil {
+		t.Fatalf("keep past a busy gate: %s, %v; want released and refused", q.ID(), err)
 	}
-	k, err := kept()
-	if err != nil || k.ID() == a.ID() {
-		t.Fatalf("kept %s, %v; want a new permit", k.ID(), err)
+	if h, o := members(t, rdb, l, site); len(h)+len(o) != 0 {
+		t.Fatalf("entries left: holders %v owners %v", h, o)
 	}
-	if err := k.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l.gates.mu.Lock()
+	delete(l.gates.m, site)
+	l.gates.mu.Unlock()
+
 	var nilPermit *Permit
 	released, kept = nilPermit.KeepOn(ctx, rdb.Pipeline(), Rule{Limit: 1})
 	if _, err := kept(); released() != nil || !errors.Is(err, ErrPermitLost) {

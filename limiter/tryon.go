@@ -80,17 +80,24 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 // be called more than once, once pipe has run. This permit counts as
 // released from the call on, whatever kept returns.
 //
-// Where it cannot keep (ModeLocked, whose grants go through the process's
-// line; next invalid; this permit lost, released or nil; the Limiter
-// closed) it queues ReleaseOn and TryAcquireRuleOn instead. On a nil
-// permit kept returns ErrPermitLost.
+// In ModeLocked a keep also needs the site's gate in this process idle: a
+// caller of this process entering the site's line (gates) comes first, as
+// it would before a new acquire of this process; a keep then queues only
+// the release, and kept returns a *BusyError (take the next permit the
+// usual way, through the gate). Where it cannot keep otherwise (next
+// invalid; this permit lost, released or nil; the Limiter closed) it
+// queues ReleaseOn and TryAcquireRuleOn. On a nil permit kept returns
+// ErrPermitLost.
 func (p *Permit) KeepOn(ctx context.Context, pipe redis.Pipeliner, next Rule) (released func() error, kept func() (*Permit, error)) {
 	if p == nil {
 		return func() error { return nil }, func() (*Permit, error) { return nil, ErrPermitLost }
 	}
 	l := p.l
 	k, next, err := l.prepare(p.k.site, next)
-	if err != nil || !l.Pipelines() || l.hub.isClosed() || p.Err() != nil || !p.stop() {
+	if err == nil && !l.Pipelines() && l.gates.busy(k.site) {
+		return p.ReleaseOn(ctx, pipe), func() (*Permit, error) { return nil, &BusyError{Site: k.site} }
+	}
+	if err != nil || l.hub.isClosed() || p.Err() != nil || !p.stop() {
 		return p.ReleaseOn(ctx, pipe), l.TryAcquireRuleOn(ctx, pipe, p.k.site, next)
 	}
 	sent := l.opts.now()()
