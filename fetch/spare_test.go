@@ -38,7 +38,8 @@ func spareAfter(t *testing.T, tr *Transport, u string) *Spare {
 	return sp
 }
 
-// atomicLimiter puts tr's permits in ModeAtomic, the mode that spares.
+// atomicLimiter puts tr's permits in ModeAtomic, whose spares these tests
+// count on (ModeLocked's also hang on the process's gate for the site).
 func atomicLimiter(t *testing.T, tr *Transport) {
 	rdb := srv.Client()
 	l := limiter.New(rdb, &limiter.Options{Prefix: keyPrefix(t), Lease: tr.Limiter.Lease(), Mode: limiter.ModeAtomic})

@@ -250,13 +250,14 @@ local function take(prefer)
   for _ = 1, 20 do
     -- The first two ready sites: the second tells whether another is ready.
     local pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', '0', '2')
-    if #pick == 0 and not tidied then
+    local handing = prefer and prefer == handon
+    if #pick == 0 and not tidied and not handing then
       tidied = true
       tidy()
       pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', '0', '2')
     end
     local site, more
-    if prefer and prefer == handon then
+    if handing then
       -- more: another site of the shard is ready.
       site, more = prefer, ((pick[1] and pick[1] ~= prefer) or pick[2]) and 1 or 0
       prefer, handon = nil, nil -- looked at once: a queue lost under it is not looked at again

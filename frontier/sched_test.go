@@ -281,9 +281,10 @@ func TestSettlePrefersSite(t *testing.T) {
 
 // A site at its cap hands its next item on to the worker that settles one
 // of its items and asks to stay: the item comes from that site, its items
-// in flight stay at the cap, it stays out of the ready set (parked), and
-// another ready site is still reported (More). Once its queue is empty, a
-// hand-on takes it out of the ready set.
+// in flight stay at the cap, it stays out of the ready set (parked), More
+// tells whether another site is ready, and the shard's ready set is
+// scanned once (the pick that tells More), not read back and tidied. Once
+// its queue is empty, a hand-on takes it out of the ready set.
 func TestSettleHandsOnAtCap(t *testing.T) {
 	ctx := ctxT(t)
 	f := newFrontier(t, Options{Cap: 2, Shards: 1})
@@ -292,7 +293,6 @@ func TestSettleHandsOnAtCap(t *testing.T) {
 	if held[0].Site != "a.example" || held[1].Site != "a.example" {
 		t.Fatalf("took %s and %s, want a.example's first two", held[0].URL, held[1].URL)
 	}
-	f.Add(ctx, 0, urls("b.example", 2)...)
 	sh := f.lay.Load().shards[0]
 	ready, fly := sh.keys[0], sh.keys[3]
 	parked := func() bool {
@@ -306,25 +306,40 @@ func TestSettleHandsOnAtCap(t *testing.T) {
 	if !parked() {
 		t.Fatal("a.example at its cap is not parked")
 	}
+	scans := func(l load) int64 { return l.calls["zrangebyscore"] + l.calls["zrevrangebyscore"] }
 	seen := map[string]bool{held[0].URL: true, held[1].URL: true}
 	for i := range 2 {
+		if i == 1 {
+			f.Add(ctx, 0, urls("b.example", 2)...)
+		}
+		before, err := readLoad(ctx, f.rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
 		r := f.Settle(ctx, Settlement{Item: held[i], Outcome: Fetched, Next: true, Prefer: "a.example"})
 		if r.Settled != nil || r.NextErr != nil {
 			t.Fatalf("settle %s: %v, next: %v", held[i].URL, r.Settled, r.NextErr)
+		}
+		after, err := readLoad(ctx, f.rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := scans(after) - scans(before); n != 1 {
+			t.Errorf("hand-on %d scanned the ready or in-flight set %d times, want once", i, n)
 		}
 		it := r.Next
 		if it.Site != "a.example" || seen[it.URL] {
 			t.Fatalf("hand-on %d took %q, want a new a.example URL", i, it.URL)
 		}
 		seen[it.URL] = true
-		if !it.More {
-			t.Fatalf("hand-on %d: More false with b.example ready", i)
+		if it.More != (i == 1) {
+			t.Fatalf("hand-on %d: More %v, want %v (b.example ready)", i, it.More, i == 1)
 		}
 		if n, err := f.rdb.HGet(ctx, fly, "a.example").Int(); err != nil || n != 2 {
 			t.Fatalf("a.example in flight after hand-on %d: %d, %v; want 2", i, n, err)
 		}
 		if i == 0 && !parked() {
-			t.Fatal("a.example at its cap left parked after a hand-on")
+			t.Fatal("a.example at its cap is not parked after a hand-on")
 		}
 		held[i] = it
 	}

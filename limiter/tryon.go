@@ -124,10 +124,11 @@ func (p *Permit) KeepOn(ctx context.Context, pipe redis.Pipeliner, next Rule) (r
 		v, err := reply()
 		if err != nil {
 			// The slot may be kept with nobody to use it (a lost reply):
-			// remove the entry (nothing, if the release ran).
+			// remove the entry (nothing, if the release ran), starting
+			// the crawl delay as a release (never shortening one).
 			ctx, cancel := releaseCtx(ctx)
 			defer cancel()
-			_, _ = l.leave(ctx, k, p.id, p.rule, false, Outcome{})
+			_, _ = l.leave(ctx, k, p.id, p.rule, true, Outcome{})
 			return nil, fmt.Errorf("limiter: keep %s: %w", k.site, err)
 		}
 		n := make([]int64, 0, 5)
