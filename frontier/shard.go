@@ -151,13 +151,15 @@ func (f *Frontier) registerCall() *call {
 }
 
 // args are a shard script's ARGV: common.lua's, then more. Each process
-// has a shard's keys' TTLs refreshed with its first call there and then
-// at most once a minute (or a quarter of the TTL): not on every call.
+// asks for a shard's keys' TTLs to be refreshed with its first call there
+// and then at most once a minute (or a quarter of the TTL): not on every
+// call. The script refreshes them unless another process did in the last
+// half of that (common.lua keep), so a fleet pays for it about once.
 func (f *Frontier) args(sh *shard, more ...any) []any {
 	refresh := "0"
 	now, last := time.Now().UnixMilli(), sh.kept.Load()
-	if now-last >= f.refreshEvery().Milliseconds() && sh.kept.CompareAndSwap(last, now) {
-		refresh = "1"
+	if every := f.refreshEvery().Milliseconds(); now-last >= every && sh.kept.CompareAndSwap(last, now) {
+		refresh = strconv.FormatInt(max(every/2, 1), 10)
 	}
 	return append([]any{sh.base, f.o.TTL.Milliseconds(), f.o.Visibility.Milliseconds(), f.o.Cap, f.o.MaxPages, refresh, f.o.Park.Milliseconds()}, more...)
 }
@@ -255,7 +257,7 @@ func (f *Frontier) newCall(script *redis.Script, sh *shard, more ...any) *call {
 // failed notes that the call did not run: if it was to refresh its shard's
 // TTLs, the next call of the process will.
 func (c *call) failed() {
-	if c.sh != nil && c.args[5] == "1" {
+	if c.sh != nil && c.args[5] != "0" {
 		c.sh.kept.Store(0)
 	}
 }

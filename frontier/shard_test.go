@@ -141,6 +141,52 @@ func TestEveryKeyHasTTL(t *testing.T) {
 	}
 }
 
+// A fleet refreshes a shard's TTLs (256 seen buckets and more) about once
+// an interval, not once per process: another process's first call soon
+// after finds them fresh and leaves them; one that comes after half the
+// interval refreshes them.
+func TestKeepOncePerFleet(t *testing.T) {
+	ctx := ctxT(t)
+	a := newFrontier(t, Options{TTL: time.Hour, Shards: 1})
+	if _, err := a.Seed(ctx, urls("k.example", 3)...); err != nil {
+		t.Fatal(err)
+	}
+	counts := a.lay.Load().shards[0].keys[2]
+	kept, err := a.rdb.HGet(ctx, counts, "kept").Int64()
+	if err != nil {
+		t.Fatalf("the first call did not note its refresh: %v", err)
+	}
+	process := func() *Frontier { return New(a.rdb, &Options{TTL: time.Hour, Shards: 1, Crawl: a.o.Crawl}) }
+	refreshes := func(f *Frontier) int64 {
+		t.Helper()
+		before, err := readLoad(ctx, f.rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+		after, err := readLoad(ctx, f.rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return (after.calls["sadd"] - before.calls["sadd"]) / 256
+	}
+	if n := refreshes(process()); n != 0 {
+		t.Fatalf("a second process refreshed the shard just refreshed")
+	}
+	if now, err := a.rdb.HGet(ctx, counts, "kept").Int64(); err != nil || now != kept {
+		t.Fatalf("kept %d, %v; want %d, untouched", now, err, kept)
+	}
+	// Half an interval (a minute) later: the next process's first call refreshes.
+	if err := a.rdb.HSet(ctx, counts, "kept", kept-30_000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := refreshes(process()); n != 1 {
+		t.Fatalf("%d refreshes half an interval on, want 1", n)
+	}
+}
+
 // Seen URLs cost at most 40 bytes each in Redis at 100,000 URLs.
 func TestSeenMemory(t *testing.T) {
 	if testing.Short() {
