@@ -24,7 +24,8 @@ type worker struct {
 // maxStays is how many turns in a row a worker asks to stay on its site
 // (the frontier prefers the site for its next item, and a permit for it is
 // asked for ahead, in the settlement's round trip: see settleTurn) before
-// one turn lets the shard's round robin pick its next site: so that other
+// one turn lets the shard's round robin pick its next site, the first
+// whose item said another site of the shard was ready: so that other
 // sites do not starve when workers are fewer than the sites' slots.
 const maxStays = 16
 
