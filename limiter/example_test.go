@@ -96,3 +96,40 @@ func ExamplePermit_ReleaseOn() {
 	fmt.Println("released:", after(), "recorded:", done.Err() == nil)
 	// Output: released: <nil> recorded: true
 }
+
+// A worker whose next request goes to the same site keeps its slot in the
+// release's own script call (when a newcomer would have been granted it),
+// and fetches the next page under the permit kept; else it takes the next
+// permit the usual way.
+func ExamplePermit_KeepOn() {
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	l := limiter.New(rdb, &limiter.Options{Prefix: "example", Mode: limiter.ModeAtomic})
+	defer l.Close()
+	ctx := context.Background()
+	rule := limiter.Rule{Limit: 2}
+
+	p, err := l.AcquireRule(ctx, "keep.example.org", rule)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// ... fetch a page under p ...
+	pipe := rdb.Pipeline()
+	released, kept := p.KeepOn(ctx, pipe, rule)
+	_, _ = pipe.Exec(ctx) // each command's outcome is read from it
+	next, err := kept()
+	if err != nil {
+		next, err = l.AcquireRule(ctx, "keep.example.org", rule) // refused: the usual way
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("released:", released(), "same slot:", next.ID() == p.ID())
+	// ... fetch the next page under next ...
+	fmt.Println("released:", next.Release(ctx))
+	// Output:
+	// released: <nil> same slot: true
+	// released: <nil>
+}
