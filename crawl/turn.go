@@ -31,8 +31,9 @@ type turn struct {
 // returns that next item (nil when there is none to hand on).
 func (c *Crawler) turn(ctx context.Context, w *worker, it frontier.Item, spare *fetch.Spare) *turn {
 	// After maxStays turns in a row, yield at the first turn whose item
-	// said another site of its shard is ready (it.More): with none, the
-	// round robin would give this site back, for a permit's round trip.
+	// said a site of its shard is ready (it.More: another one, or this one
+	// below its cap): with none, the round robin would give this site
+	// back, for a permit's round trip.
 	stay := w.stays < maxStays || !it.More
 	if stay {
 		w.stays++

@@ -25,8 +25,10 @@ type worker struct {
 // (the frontier prefers the site for its next item, and a permit for it is
 // asked for ahead, in the settlement's round trip: see settleTurn) before
 // one turn lets the shard's round robin pick its next site, the first
-// whose item said another site of the shard was ready: so that other
-// sites do not starve when workers are fewer than the sites' slots.
+// whose item said a site of the shard was ready (Item.More): so that the
+// shard's other sites do not starve when workers are fewer than the sites'
+// slots. Sites of other shards wait for this one's queue to empty then
+// (the settlement takes from the settled item's shard).
 const maxStays = 16
 
 // work is one worker: it takes URLs and fetches them until ctx ends; its

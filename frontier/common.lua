@@ -19,7 +19,7 @@
 -- ARGV[1] key base: queues are base..'q:'..site, seen buckets base..'seen:'..n
 -- ARGV[2] key TTL ms   ARGV[3] visibility ms   ARGV[4] default cap
 -- ARGV[5] page limit (0: none)   ARGV[6] refresh every key's TTL (keep)
--- unless the shard's were refreshed less than this many ms ago ('0': no)
+-- unless they were given it less than this many ms ago ('0': no)
 -- ARGV[7] park ms: how long a site at its cap stays out at most
 -- ARGV[8..] the script's own
 --
@@ -319,27 +319,25 @@ local function take(prefer)
 end
 
 -- keep writes the counts, and with ARGV[6] (each process asks once a minute
--- per shard; the first to ask in an interval does it for the fleet: the
--- shard's counts note when, as kept) gives every key of the shard the TTL
--- again, creating the sentinels that keep the keys from ever being
--- deleted, and so from ever being created again without a TTL. New queues
--- get theirs when created (pushed); nothing else is created between
--- refreshes. A refresh costs 512 commands and more (the seen buckets, every
--- queue): a fleet of n processes paid it n times a minute per shard.
+-- per shard) gives every key of the shard the TTL again, creating the
+-- sentinels that keep the keys from ever being deleted, and so from ever
+-- being created again without a TTL; unless the shard's keys were given at
+-- least this process's TTL less ARGV[6] ms (half its interval) ago, by
+-- any process: the ready set's TTL tells, as its sentinel keeps it and
+-- every refresh sets it. So a fleet pays about once an interval for what
+-- costs 512 commands and more (the seen buckets, every queue), and a
+-- process with a longer TTL than the last refresher's gets its own. New
+-- queues get theirs when created (pushed); nothing else is created
+-- between refreshes.
 local function keep()
   for field, n in pairs(delta) do
     if n ~= 0 then
       redis.call('HINCRBY', KEYS[3], field, n)
     end
   end
-  if ARGV[6] == '0' then
+  if ARGV[6] == '0' or redis.call('PTTL', KEYS[1]) >= ttl - tonumber(ARGV[6]) then
     return
   end
-  local last = tonumber(redis.call('HGET', KEYS[3], 'kept') or '')
-  if last and now() - last < tonumber(ARGV[6]) and last <= now() then
-    return
-  end
-  redis.call('HSET', KEYS[3], 'kept', now())
   redis.call('HINCRBY', KEYS[3], 'ids', 0)
   redis.call('ZADD', KEYS[1], '+inf', '')
   redis.call('ZADD', KEYS[2], '+inf', '')

@@ -153,8 +153,9 @@ func (f *Frontier) registerCall() *call {
 // args are a shard script's ARGV: common.lua's, then more. Each process
 // asks for a shard's keys' TTLs to be refreshed with its first call there
 // and then at most once a minute (or a quarter of the TTL): not on every
-// call. The script refreshes them unless another process did in the last
-// half of that (common.lua keep), so a fleet pays for it about once.
+// call. The script refreshes them unless a process gave them this
+// process's TTL within the last half of that (common.lua keep), so a fleet
+// pays for it about once.
 func (f *Frontier) args(sh *shard, more ...any) []any {
 	refresh := "0"
 	now, last := time.Now().UnixMilli(), sh.kept.Load()

@@ -144,19 +144,18 @@ func TestEveryKeyHasTTL(t *testing.T) {
 // A fleet refreshes a shard's TTLs (256 seen buckets and more) about once
 // an interval, not once per process: another process's first call soon
 // after finds them fresh and leaves them; one that comes after half the
-// interval refreshes them.
+// interval refreshes them, and so does one with a longer TTL than the
+// last refresher's.
 func TestKeepOncePerFleet(t *testing.T) {
 	ctx := ctxT(t)
 	a := newFrontier(t, Options{TTL: time.Hour, Shards: 1})
 	if _, err := a.Seed(ctx, urls("k.example", 3)...); err != nil {
 		t.Fatal(err)
 	}
-	counts := a.lay.Load().shards[0].keys[2]
-	kept, err := a.rdb.HGet(ctx, counts, "kept").Int64()
-	if err != nil {
-		t.Fatalf("the first call did not note its refresh: %v", err)
+	ready := a.lay.Load().shards[0].keys[0]
+	process := func(ttl time.Duration) *Frontier {
+		return New(a.rdb, &Options{TTL: ttl, Shards: 1, Crawl: a.o.Crawl})
 	}
-	process := func() *Frontier { return New(a.rdb, &Options{TTL: time.Hour, Shards: 1, Crawl: a.o.Crawl}) }
 	refreshes := func(f *Frontier) int64 {
 		t.Helper()
 		before, err := readLoad(ctx, f.rdb)
@@ -172,18 +171,21 @@ func TestKeepOncePerFleet(t *testing.T) {
 		}
 		return (after.calls["sadd"] - before.calls["sadd"]) / 256
 	}
-	if n := refreshes(process()); n != 0 {
-		t.Fatalf("a second process refreshed the shard just refreshed")
+	if n := refreshes(process(time.Hour)); n != 0 {
+		t.Fatal("a second process refreshed the shard just refreshed")
 	}
-	if now, err := a.rdb.HGet(ctx, counts, "kept").Int64(); err != nil || now != kept {
-		t.Fatalf("kept %d, %v; want %d, untouched", now, err, kept)
+	if n := refreshes(process(2 * time.Hour)); n != 1 {
+		t.Fatalf("%d refreshes by a process with twice the TTL, want 1", n)
 	}
 	// Half an interval (a minute) later: the next process's first call refreshes.
-	if err := a.rdb.HSet(ctx, counts, "kept", kept-30_000).Err(); err != nil {
+	if err := a.rdb.PExpire(ctx, ready, 2*time.Hour-31*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if n := refreshes(process()); n != 1 {
+	if n := refreshes(process(2 * time.Hour)); n != 1 {
 		t.Fatalf("%d refreshes half an interval on, want 1", n)
+	}
+	if ttl := a.rdb.PTTL(ctx, ready).Val(); ttl < 2*time.Hour-time.Minute {
+		t.Fatalf("ready's TTL %v after the refresh, want about 2h", ttl)
 	}
 }
 

@@ -64,13 +64,16 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 // KeepOn is ReleaseOn for a holder whose next request goes to the same
 // site straight away, under next (the rule TryAcquireRule would be asked
 // for): when the site's semaphore would grant next's permit at once anyway
-// (fewer entries than the limit besides this one, so nobody in the line;
-// no crawl delay or hold-off, this release's own included; no ModeLocked
-// site lock; the entry's lease not run out), the release keeps the slot
-// instead of freeing it, in the same script call. It is TryAcquireRuleOn
-// queued after ReleaseOn, in one script call instead of two: the entry
-// takes a newcomer's place at the back of the line, and nobody could have
-// taken the slot in between.
+// (fewer entries than the limit besides this one, so nobody waits under
+// that limit; no crawl delay or hold-off, this release's own included; no
+// ModeLocked site lock; the entry's lease not run out), the release keeps
+// the slot instead of freeing it, in the same script call. It is
+// TryAcquireRuleOn queued after ReleaseOn, in one script call instead of
+// two: the entry takes a newcomer's place at the back of the line, and
+// nobody could have taken the slot in between. A waiter held to a lower
+// limit (a robots.txt fetch) moves up as after a release, and, as after a
+// release that leaves no more entries than the limit, learns of it at its
+// next check (Options.Poll), not by a wake-up message.
 //
 // released returns what ReleaseOn's after would for this permit (its
 // outcome is recorded either way; SetOutcome). kept returns a new *Permit
