@@ -288,9 +288,20 @@ func (p *Permit) ReleaseOn(ctx context.Context, pipe redis.Pipeliner) (after fun
 	if !p.stop() {
 		return func() error { return nil }
 	}
-	args := p.l.leaveArgs(p.k, p.id, p.rule, true, p.recorded())
-	cmd := releaseScript.EvalSha(ctx, pipe, p.k.all(), args...)
+	reply := p.l.releaseOn(ctx, pipe, p.k, p.l.leaveArgs(p.k, p.id, p.rule, true, p.recorded()), nil)
 	return sync.OnceValue(func() error {
+		v, err := reply()
+		return p.settle(p.l.left(p.k, p.rule, v, err))
+	})
+}
+
+// releaseOn queues release.lua with args on pipe and returns its reply, to
+// read once pipe has run (errNotExecuted before). When the node does not
+// have the script, the reply runs it alone, calling rerun (if not nil)
+// just before.
+func (l *Limiter) releaseOn(ctx context.Context, pipe redis.Pipeliner, k keys, args []any, rerun func()) func() ([]any, error) {
+	cmd := releaseScript.EvalSha(ctx, pipe, k.all(), args...)
+	return sync.OnceValues(func() ([]any, error) {
 		v, err := cmd.Slice()
 		switch {
 		case cmd.Err() == nil && cmd.Val() == nil:
@@ -298,9 +309,12 @@ func (p *Permit) ReleaseOn(ctx context.Context, pipe redis.Pipeliner) (after fun
 		case redis.HasErrorPrefix(err, "NOSCRIPT"):
 			ctx, cancel := releaseCtx(ctx)
 			defer cancel()
-			v, err = releaseScript.Run(ctx, p.l.rdb, p.k.all(), args...).Slice()
+			if rerun != nil {
+				rerun()
+			}
+			v, err = releaseScript.Run(ctx, l.rdb, k.all(), args...).Slice()
 		}
-		return p.settle(p.l.left(p.k, p.rule, v, err))
+		return v, err
 	})
 }
 

@@ -104,21 +104,7 @@ func (p *Permit) KeepOn(ctx context.Context, pipe redis.Pipeliner, next Rule) (r
 		return p.ReleaseOn(ctx, pipe), l.TryAcquireRuleOn(ctx, pipe, p.k.site, next)
 	}
 	sent := l.opts.now()()
-	args := l.keepArgs(k, p.id, p.rule, next, p.recorded())
-	cmd := releaseScript.EvalSha(ctx, pipe, k.all(), args...)
-	reply := sync.OnceValues(func() ([]any, error) {
-		v, err := cmd.Slice()
-		switch {
-		case cmd.Err() == nil && cmd.Val() == nil:
-			err = errNotExecuted
-		case redis.HasErrorPrefix(err, "NOSCRIPT"):
-			ctx, cancel := releaseCtx(ctx)
-			defer cancel()
-			sent = l.opts.now()()
-			v, err = releaseScript.Run(ctx, l.rdb, k.all(), args...).Slice()
-		}
-		return v, err
-	})
+	reply := l.releaseOn(ctx, pipe, k, l.keepArgs(k, p.id, p.rule, next, p.recorded()), func() { sent = l.opts.now()() })
 	released = sync.OnceValue(func() error {
 		v, err := reply()
 		return p.settle(l.left(k, p.rule, v, err))
@@ -134,17 +120,13 @@ func (p *Permit) KeepOn(ctx context.Context, pipe redis.Pipeliner, next Rule) (r
 			_, _ = l.leave(ctx, k, p.id, p.rule, true, Outcome{})
 			return nil, fmt.Errorf("limiter: keep %s: %w", k.site, err)
 		}
-		n := make([]int64, 0, 5)
-		for _, x := range v[min(7, len(v)):min(12, len(v))] {
-			i, _ := x.(int64)
-			n = append(n, i)
-		}
-		if len(n) < 5 || n[0] != 1 {
+		// release.lua's reply: the health's cap and extra delay at 4 and
+		// 5, then kept, server ms, rank, limit and delay ms at 7 to 11.
+		num := func(i int) int64 { n, _ := v[i].(int64); return n }
+		if len(v) < 12 || num(7) != 1 {
 			return nil, &BusyError{Site: k.site}
 		}
-		hcap, _ := v[4].(int64)
-		hdelay, _ := v[5].(int64)
-		o, err := parseOutcome([]int64{stGranted, n[1], n[2], 0, n[3], n[4], hcap, hdelay}, sent, next)
+		o, err := parseOutcome([]int64{stGranted, num(8), num(9), 0, num(10), num(11), num(4), num(5)}, sent, next)
 		if err != nil {
 			return nil, err
 		}
