@@ -162,7 +162,12 @@ func (r *Reservation) ReleaseOn(ctx context.Context, pipe redis.Pipeliner) (afte
 	if r == nil || !r.claim() {
 		return func() error { return nil }
 	}
-	done := r.p.ReleaseOn(ctx, pipe)
+	return r.observed(r.p.ReleaseOn(ctx, pipe))
+}
+
+// observed is a pipelined release's after that also tells the transport's
+// observers the permit was released (and whether it had been lost).
+func (r *Reservation) observed(done func() error) func() error {
 	return func() error {
 		err := done()
 		r.t.released(r.p, err)

@@ -11,9 +11,9 @@ import (
 )
 
 // Spare is a permit asked for ahead (ReleaseSpareOn), in the script call
-// that releases a reservation's permit, for the next request to the same site:
-// a worker that goes on with the site it just fetched then needs no round
-// trip of its own for the permit. ReserveSpare uses it or gives it back.
+// that releases a reservation's permit, for the next request to the same
+// site: a worker that goes on with the site it just fetched then needs no
+// round trip of its own for the permit. ReserveSpare uses it or gives it back.
 type Spare struct {
 	t     *Transport
 	site  string
@@ -24,9 +24,9 @@ type Spare struct {
 // ReleaseSpareOn is ReleaseOn with, in the same script call, a spare
 // permit for the next request to r's site under the rule robots.txt gave r
 // (limiter.Permit.KeepOn): the release keeps the slot when the site's
-// semaphore would grant it again at once (nobody waits in its line, no
-// hold-off), and the spare is granted; else the slot is released and the
-// spare is not. A spare joins no line (in the limiter's ModeLocked it is
+// semaphore would grant it again at once (fewer entries than the limit
+// besides it, no hold-off), and the spare is granted; else the slot is
+// released and the spare is not. A spare joins no line (in the limiter's ModeLocked it is
 // not granted while a caller of this process is entering the site's
 // line). spare is nil, and only the release is queued, when the spare
 // could not be granted: the site's rule, or its health, asks for a crawl
@@ -39,12 +39,7 @@ func (r *Reservation) ReleaseSpareOn(ctx context.Context, pipe redis.Pipeliner) 
 		return func() error { return nil }, nil
 	}
 	done, kept := r.p.KeepOn(ctx, pipe, r.rule)
-	after = func() error {
-		err := done()
-		r.t.released(r.p, err)
-		return err
-	}
-	return after, &Spare{t: r.t, site: r.p.Site(), rule: r.rule, after: kept}
+	return r.observed(done), &Spare{t: r.t, site: r.p.Site(), rule: r.rule, after: kept}
 }
 
 // Spares reports whether ReleaseSpareOn would ask for a spare permit.
