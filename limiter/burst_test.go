@@ -150,9 +150,7 @@ func TestLockedCallersLeaveWhileContended(t *testing.T) {
 			t.Fatalf("caller %d: %v, want context.Canceled", r.i, r.err)
 		}
 	}
-	if h, o := members(t, rdb, l, "c.example"); len(h)+len(o) != 0 {
-		t.Fatalf("entries written while the lock was held: holders %v owners %v", h, o)
-	}
+	wantNoEntries(t, rdb, l, "c.example", "entries written while the lock was held")
 	rdb.Del(ctx, k.lock)
 	for i := 0; i < n-3; i++ {
 		if r := <-results; r.err != nil {
@@ -162,9 +160,7 @@ func TestLockedCallersLeaveWhileContended(t *testing.T) {
 	for _, c := range cancels {
 		c()
 	}
-	if h, o := members(t, rdb, l, "c.example"); len(h)+len(o) != 0 {
-		t.Fatalf("entries left: holders %v owners %v", h, o)
-	}
+	wantNoEntries(t, rdb, l, "c.example", "")
 }
 
 // Many callers give up at random moments during a burst on a busy site (in

@@ -84,9 +84,7 @@ func TestKeepOn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if h, o := members(t, rdb, l, "keep.example"); len(h)+len(o) != 0 {
-		t.Fatalf("entries left: holders %v owners %v", h, o)
-	}
+	wantNoEntries(t, rdb, l, "keep.example", "")
 }
 
 // A slot is not kept, but released, whenever a newcomer could not have had
@@ -182,9 +180,7 @@ func TestKeepOnRefused(t *testing.T) {
 	if _, k, err := keepOn(t, rdb, b, Rule{Limit: 2}); !errors.As(err, &busy) || k != nil {
 		t.Fatalf("keep in a hold-off: %v, %v; want refused", k.ID(), err)
 	}
-	if h, o := members(t, rdb, l, site); len(h)+len(o) != 0 {
-		t.Fatalf("entries left: holders %v owners %v", h, o)
-	}
+	wantNoEntries(t, rdb, l, site, "")
 
 	// The entry is gone (its keys lost): the permit is lost, nothing kept.
 	c, err := l.AcquireRule(ctx, "gone.example", Rule{Limit: 1})
@@ -199,9 +195,7 @@ func TestKeepOnRefused(t *testing.T) {
 	if !errors.Is(released, ErrPermitLost) || !errors.As(err, &busy) || k != nil {
 		t.Fatalf("keep of a lost entry: released %v, kept %v, %v; want ErrPermitLost and refused", released, k.ID(), err)
 	}
-	if h, o := members(t, rdb, l, "gone.example"); len(h)+len(o) != 0 {
-		t.Fatalf("the refused keep left entries: holders %v owners %v", h, o)
-	}
+	wantNoEntries(t, rdb, l, "gone.example", "the refused keep left entries")
 }
 
 // With a contributor (Rule.From), a keep records its rule and is ceiled by
@@ -268,9 +262,7 @@ func TestKeepOnLocked(t *testing.T) {
 	if q, err := kept(); released() != nil || !errors.As(err, &busy) || q != nil {
 		t.Fatalf("keep past a busy gate: %s, %v; want released and refused", q.ID(), err)
 	}
-	if h, o := members(t, rdb, l, site); len(h)+len(o) != 0 {
-		t.Fatalf("entries left: holders %v owners %v", h, o)
-	}
+	wantNoEntries(t, rdb, l, site, "")
 	l.gates.mu.Lock()
 	delete(l.gates.m, site)
 	l.gates.mu.Unlock()

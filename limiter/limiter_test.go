@@ -45,9 +45,7 @@ func TestLimitRespected(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if h, o := members(t, l.rdb, l, "a.example"); len(h)+len(o) != 0 {
-			t.Fatalf("entries left after releasing all: holders %v owners %v", h, o)
-		}
+		wantNoEntries(t, l.rdb, l, "a.example", "entries left after releasing all")
 	})
 }
 
@@ -303,9 +301,7 @@ func TestContextCancelLeavesNothing(t *testing.T) {
 		if err := p.Release(done); err != nil {
 			t.Fatal(err)
 		}
-		if h, o := members(t, rdb, l, "c.example"); len(h)+len(o) != 0 {
-			t.Fatalf("entries left: %v %v", h, o)
-		}
+		wantNoEntries(t, rdb, l, "c.example", "")
 	})
 }
 

@@ -362,9 +362,7 @@ func TestLockedAcquireOneRoundTrip(t *testing.T) {
 	if err != nil || outs != nil || holder != "other" {
 		t.Fatalf("lock held by another: %v, holder %q, %v; want contention", outs, holder, err)
 	}
-	if h, o := members(t, rdb, l, "one.example"); len(h)+len(o) != 0 {
-		t.Fatalf("the script wrote under another's lock: holders %v owners %v", h, o)
-	}
+	wantNoEntries(t, rdb, l, "one.example", "the script wrote under another's lock")
 }
 
 // loseSetReply makes the first lock SET of a ModeLocked pipeline report an
@@ -405,7 +403,5 @@ func TestLockedScriptReplyStands(t *testing.T) {
 	if err := p.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if h, o := members(t, rdb, l, "lost.example"); len(h)+len(o) != 0 {
-		t.Fatalf("entries left: holders %v owners %v", h, o)
-	}
+	wantNoEntries(t, rdb, l, "lost.example", "")
 }

@@ -84,6 +84,18 @@ func members(t testing.TB, rdb redis.UniversalClient, l *Limiter, site string) (
 	return h, o
 }
 
+// wantNoEntries fails the test at once if site has entries in Redis; what
+// names the failure ("entries left" when "").
+func wantNoEntries(t testing.TB, rdb redis.UniversalClient, l *Limiter, site, what string) {
+	t.Helper()
+	if h, o := members(t, rdb, l, site); len(h)+len(o) != 0 {
+		if what == "" {
+			what = "entries left"
+		}
+		t.Fatalf("%s: holders %v owners %v", what, h, o)
+	}
+}
+
 // waitFor polls cond every 5 ms until it holds or 10 s pass.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()

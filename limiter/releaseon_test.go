@@ -162,9 +162,7 @@ func TestReleaseOnOneRoundTrip(t *testing.T) {
 		if err := nilPermit.ReleaseOn(ctx, pipe)(); err != nil || pipe.Len() != 0 {
 			t.Fatalf("nil permit: %v, %d commands queued", err, pipe.Len())
 		}
-		if h, o := members(t, rdb, l, "rt.example"); len(h)+len(o) != 0 {
-			t.Fatalf("entries left: holders %v owners %v", h, o)
-		}
+		wantNoEntries(t, rdb, l, "rt.example", "")
 	})
 }
 
@@ -278,9 +276,7 @@ func TestReleaseOnNoScript(t *testing.T) {
 		if _, pipes, _, names := rt.counts(); pipes != 1 || !slices.Contains(names, "eval") {
 			t.Fatalf("%d pipelines and single commands %v: want the pipeline, then the script alone", pipes, names)
 		}
-		if h, o := members(t, rdb, l, "noscript.example"); len(h)+len(o) != 0 {
-			t.Fatalf("entries left: holders %v owners %v", h, o)
-		}
+		wantNoEntries(t, rdb, l, "noscript.example", "")
 	})
 }
 

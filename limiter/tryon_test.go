@@ -97,9 +97,7 @@ func TestTryAcquireRuleOn(t *testing.T) {
 	if err := c.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if h, o := members(t, rdb, l, "on.example"); len(h)+len(o) != 0 {
-		t.Fatalf("entries left: holders %v owners %v", h, o)
-	}
+	wantNoEntries(t, rdb, l, "on.example", "")
 }
 
 // ModeLocked cannot fold its acquire into a pipeline: TryAcquireRuleOn
