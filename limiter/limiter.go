@@ -239,8 +239,9 @@ func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue
 		switch {
 		case o.state == stContended:
 			// ModeAtomic: a ModeLocked worker holds the site lock while its
-			// script runs (longer only when the node lacks the script): back off a little (jittered so contenders spread
-			// out) and try again. (ModeLocked waits in its gate.) The pause
+			// script runs (longer only when the node lacks the script):
+			// back off a little (jittered so contenders spread out) and
+			// try again. (ModeLocked waits in its gate.) The pause
 			// is short; Close does not cut it.
 			err = sleep(ctx, jitter(200*time.Microsecond, min(o.wait, 5*time.Millisecond)), nil)
 		case o.state == stYoung && queue:
