@@ -270,6 +270,8 @@ type Frontier struct {
 	// seen is the fingerprints this process knows seen (nil with a page
 	// limit: see seenCache).
 	seen *seenCache
+	// comb combines the pipelines of the process's callers (pipelined).
+	comb combiner
 }
 
 // New returns the Frontier of crawl opts.Crawl on rdb. If opts.Prefix or

@@ -270,7 +270,8 @@ func (c *call) run(ctx context.Context, s redis.Scripter) {
 }
 
 // pipelined runs, in one round trip, the commands also queues (if not nil)
-// and then calls. On a Cluster the pipeline goes to each node at once, in
+// and then calls: combined with other callers' of the process that come
+// while one is on its way (combiner). On a Cluster the pipeline goes to each node at once, in
 // order within a node. A call that finds Redis without its script
 // (restarted, or SCRIPT FLUSH) did nothing, and runs again on its own, in
 // order, after the others; the process's seen cache is emptied then (see
@@ -284,7 +285,7 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	for _, c := range calls {
 		c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
-	pipe.Exec(ctx) // each command's outcome is in its cmd
+	f.comb.exec(ctx, f.rdb, pipe.Cmds()) // each command's outcome is in its cmd
 	for _, c := range calls {
 		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			f.seen.clear() // Redis restarted, failed over or was flushed: the seen sets may be gone too
