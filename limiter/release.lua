@@ -43,8 +43,19 @@ if ARGV[8] ~= '' then
   limit, delay, ttl = apply_ceiling(now, tonumber(ARGV[9]), {}, false, limit, delay, ttl)
 end
 local ev, hcap, hdelay, hoff = 0, 0, 0, 0
+-- A release that may keep its slot reads the site lock and the
+-- next-request mark with the health, in one command (got), for the keep's
+-- check; a SET of the mark on the way drops that copy (got = nil).
+local keeping = ARGV[16] == '1' and ARGV[5] == '1'
+local got
 if ARGV[10] ~= '' then
-  local raw = redis.call('GET', KEYS[7])
+  local raw
+  if keeping then
+    got = redis.call('MGET', KEYS[4], KEYS[5], KEYS[7])
+    raw = got[3]
+  else
+    raw = redis.call('GET', KEYS[7])
+  end
   local cls = tonumber(ARGV[11])
   if cls > 0 then
     local P = adapt_params(ARGV[15])
@@ -62,6 +73,7 @@ if ARGV[10] ~= '' then
       -- longer hold-off already there).
       if h[19] > next_at() then
         redis.call('SET', KEYS[5], h[19], 'PX', h[19] - now + lease)
+        got = nil
       end
     end
     if h[18] > 0 and h[19] > now then
@@ -82,11 +94,12 @@ if ARGV[5] == '1' and delay > 0 then
   local at = up + delay
   if at > next_at() then
     redis.call('SET', KEYS[5], at, 'PX', delay + lease + 1)
+    got = nil
   end
   wait = delay
 end
 local owned = redis.call('ZCARD', KEYS[2])
-if ARGV[16] == '1' and ARGV[5] == '1' then
+if keeping then
   -- Kept when acquire.lua would grant the slot to a newcomer once this
   -- entry left (its contributor's rule recorded first, as there): fewer
   -- entries than the limit besides it (without pruning: an expired entry
@@ -101,7 +114,7 @@ if ARGV[16] == '1' and ARGV[5] == '1' then
     klimit, kdelay, kttl = apply_ceiling(now, tonumber(ARGV[9]), {{ARGV[19], klimit, kdelay}}, true, klimit, kdelay, kttl)
   end
   if wait == 0 and hoff == 0 and owned <= tighten(hcap, hdelay, klimit, 0) then
-    local got = redis.call('MGET', KEYS[4], KEYS[5]) -- the site lock, the next-request mark
+    got = got or redis.call('MGET', KEYS[4], KEYS[5]) -- the site lock, the next-request mark
     local at = tonumber(redis.call('ZSCORE', KEYS[1], id))
     if not got[1] and now >= tonumber(got[2] or '0') and at and at > now - lease then
       local c = redis.call('INCR', KEYS[3])
