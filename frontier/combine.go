@@ -2,37 +2,50 @@ package frontier
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// maxCombined bounds how many callers' pipelines one combined round trip
-// carries; callers past it wait for the next.
-const maxCombined = 64
+const (
+	// maxCombined bounds how many callers' pipelines one combined round
+	// trip carries, and maxCombinedCmds how many commands (a caller's
+	// pipeline goes whole, so one larger than this goes alone); callers
+	// past either wait for the next.
+	maxCombined, maxCombinedCmds = 64, 256
+	// stallAfter is how long a caller waits for the round trip on its way
+	// before it goes beside it with the callers queued (a round trip takes
+	// well under a millisecond to a few ms); maxInFlight bounds the round
+	// trips on their way at once.
+	stallAfter  = 100 * time.Millisecond
+	maxInFlight = 4
+)
 
 // combiner sends the pipelines that a process's callers send while one of
 // theirs is on its way as one pipeline, when that one is back: a crawl's
 // workers finish their pages in waves, and one settlement a round trip
-// left Redis waking for each, with cold caches and a read and a write
-// system call a settlement. Combined, Redis runs a wave's scripts back to
-// back (measured: see combine_test.go's benchmark and the README's
-// figures), and a lone caller still goes at once: nothing waits for a
+// left Redis waking for each, with a read and a write system call a
+// settlement. A lone caller still goes at once: nothing waits for a
 // timer.
 //
-// Each caller's commands stay together and in order; callers' order
-// among themselves is the order they came in. The caller that finds no
-// round trip on its way sends its own (it leads); one that finds one
-// waits, and when that one is back the first waiter leads the next with
-// every caller that came meanwhile. A caller whose context is done before
-// its commands are sent gets its context's error on each command, as a
-// pipeline of its own would; once sent, commands are not cut by one
-// caller's context, but by the latest deadline among the callers (each
-// caller's own round trip would have had its own).
+// Each caller's commands stay together and in order; callers go in the
+// order they came. The caller that finds no round trip on its way sends
+// its own (it leads); one that finds one waits, and when that one is back
+// the first waiter leads the next with the callers that came meanwhile.
+// A waiter whose round trip on its way is slow (stallAfter) goes beside it
+// with the callers queued, up to maxInFlight round trips at once, so that
+// a connection that hangs until its timeout does not hold the process.
+// A caller whose context ends before its commands are sent leaves with its
+// context's error on each command, as a pipeline of its own would; once
+// sent, commands are not cut by one caller's context: a combined round
+// trip runs with the first caller's context values, uncancelled, and the
+// latest of the callers' deadlines (none when one has none).
 type combiner struct {
+	stall time.Duration // stallAfter, unless set (tests)
 	mu    sync.Mutex
-	busy  bool       // a combined round trip is on its way
+	busy  int        // round trips on their way
 	queue []*pending // callers waiting for the next
 }
 
@@ -53,31 +66,114 @@ func (c *combiner) exec(ctx context.Context, rdb redis.Cmdable, cmds []redis.Cmd
 	}
 	me := &pending{ctx: ctx, cmds: cmds, turn: make(chan []*pending, 1)}
 	c.mu.Lock()
-	batch := []*pending{me}
-	if c.busy {
-		c.queue = append(c.queue, me)
+	if c.busy == 0 {
+		c.busy++
 		c.mu.Unlock()
-		if batch = <-me.turn; batch == nil {
-			return // sent by another caller
-		}
-	} else {
-		c.busy = true
-		c.mu.Unlock()
+		c.lead(rdb, []*pending{me})
+		return
 	}
-	c.send(rdb, batch)
-	c.mu.Lock()
-	next := c.queue[:min(len(c.queue), maxCombined):min(len(c.queue), maxCombined)]
-	c.queue = c.queue[len(next):]
-	c.busy = len(next) > 0
+	c.queue = append(c.queue, me)
 	c.mu.Unlock()
-	if len(next) > 0 {
-		next[0].turn <- next // its caller leads them
+
+	wait := stallAfter
+	if c.stall > 0 {
+		wait = c.stall
 	}
-	for _, p := range batch {
-		if p != me {
+	stall := time.NewTimer(wait)
+	defer stall.Stop()
+	for {
+		select {
+		case batch := <-me.turn:
+			if batch != nil {
+				c.lead(rdb, batch)
+			}
+			return
+		case <-ctx.Done():
+			c.mu.Lock()
+			if c.remove(me) {
+				c.mu.Unlock()
+				for _, cmd := range cmds {
+					cmd.SetErr(ctx.Err())
+				}
+				return
+			}
+			c.mu.Unlock()
+			// Taken already: its round trip is on its way, or this caller
+			// leads it now.
+			if batch := <-me.turn; batch != nil {
+				c.lead(rdb, batch)
+			}
+			return
+		case <-stall.C:
+			c.mu.Lock()
+			if c.busy < maxInFlight && c.remove(me) {
+				c.queue = append([]*pending{me}, c.queue...)
+				batch := c.take()
+				c.busy++
+				c.mu.Unlock()
+				c.lead(rdb, batch)
+				return
+			}
+			c.mu.Unlock()
+			stall.Reset(wait)
+		}
+	}
+}
+
+// remove takes p out of the queue, and reports whether it was there. The
+// caller holds mu.
+func (c *combiner) remove(p *pending) bool {
+	for i, q := range c.queue {
+		if q == p {
+			c.queue = append(c.queue[:i], c.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// take takes the next round trip's callers from the head of the queue (see
+// maxCombined). The caller holds mu.
+func (c *combiner) take() []*pending {
+	n, cmds := 0, 0
+	for n < len(c.queue) && n < maxCombined && (n == 0 || cmds+len(c.queue[n].cmds) <= maxCombinedCmds) {
+		cmds += len(c.queue[n].cmds)
+		n++
+	}
+	batch := append([]*pending(nil), c.queue[:n]...)
+	c.queue = c.queue[n:]
+	return batch
+}
+
+// lead sends batch (batch[0] is the caller's own), then hands the next
+// round trip to the first caller queued, if any, and tells the others in
+// batch that theirs is done. If the send panics, every command of batch
+// gets an error first, and the panic goes on.
+func (c *combiner) lead(rdb redis.Cmdable, batch []*pending) {
+	defer func() {
+		if r := recover(); r != nil {
+			err := fmt.Errorf("frontier: pipeline panicked: %v", r)
+			for _, p := range batch {
+				for _, cmd := range p.cmds {
+					cmd.SetErr(err)
+				}
+			}
+			defer panic(r)
+		}
+		c.mu.Lock()
+		next := c.take()
+		if len(next) == 0 {
+			c.busy--
+		}
+		c.mu.Unlock()
+		if len(next) > 0 {
+			next[0].turn <- next // its caller leads them
+		}
+		for _, p := range batch[1:] {
 			p.turn <- nil
 		}
-	}
+	}()
+	c.send(rdb, batch)
 }
 
 // send sends the batch's commands in one pipeline.

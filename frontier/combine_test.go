@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,14 +12,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// gateHook holds the first pipeline sent until its gate opens, and records
-// each pipeline's size and its context's deadline.
+// gateHook holds the first pipeline sent until its gate opens (and then
+// panics, with panics set), and records each pipeline's size, its
+// context's deadline and its context's ctxKey value.
 type gateHook struct {
 	gate      chan struct{}
+	panics    bool
 	mu        sync.Mutex
 	sizes     []int
 	deadlines []time.Time
+	values    []any
 }
+
+type ctxKey struct{}
 
 func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -26,65 +32,103 @@ func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if n := cmds[0].Name(); n == "hello" || n == "client" { // a new connection's
+		switch cmds[0].Name() {
+		case "hello", "client", "auth", "select": // a new connection's
 			return next(ctx, cmds)
 		}
 		h.mu.Lock()
 		first := len(h.sizes) == 0
 		d, _ := ctx.Deadline()
-		h.sizes, h.deadlines = append(h.sizes, len(cmds)), append(h.deadlines, d)
+		h.sizes, h.deadlines, h.values = append(h.sizes, len(cmds)), append(h.deadlines, d), append(h.values, ctx.Value(ctxKey{}))
 		h.mu.Unlock()
 		if first {
 			<-h.gate
+			if h.panics {
+				panic("hook")
+			}
 		}
 		return next(ctx, cmds)
+	}
+}
+
+func (h *gateHook) sent() []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]int(nil), h.sizes...)
+}
+
+// eventually fails t unless ok comes true within 10 s.
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+// waitAll waits for wg, failing t after 10 s.
+func waitAll(t *testing.T, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("never: %s", what)
 	}
 }
 
 // queued waits until n callers wait in c's queue.
 func queued(t *testing.T, c *combiner, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	eventually(t, fmt.Sprint(n, " callers queued"), func() bool {
 		c.mu.Lock()
-		got := len(c.queue)
-		c.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d callers queued, want %d", got, n)
-		}
+		defer c.mu.Unlock()
+		return len(c.queue) == n
+	})
+}
+
+// combined is a combiner that never goes beside a stalled round trip, and
+// a client whose first pipeline waits for h's gate; its first caller's
+// round trip is on its way when it returns (done closes after).
+func combined(t *testing.T, h *gateHook) (c *combiner, rdb *redis.Client, done chan struct{}) {
+	t.Helper()
+	c = &combiner{stall: time.Hour}
+	rdb = srv.Client()
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(h)
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = recover() }() // h.panics
+		c.exec(context.Background(), rdb, []redis.Cmder{redis.NewStatusCmd(context.Background(), "ping")})
+	}()
+	eventually(t, "the first round trip on its way", func() bool { return len(h.sent()) == 1 })
+	return c, rdb, done
+}
+
+// idle fails t unless c has nothing on its way and nobody queued.
+func idle(t *testing.T, c *combiner) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.busy != 0 || len(c.queue) != 0 {
+		t.Errorf("combiner left %d round trips on their way, %d callers queued", c.busy, len(c.queue))
 	}
 }
 
 // TestCombinerCombines: pipelines sent while one is on its way go together
-// in the next round trip, each caller's commands in order and with their
-// own outcomes, and every caller returns once its commands have run.
+// in the next round trip, at most maxCombined callers each, callers in the
+// order they came, each caller's commands in order and with their own
+// outcomes; every caller returns once its commands have run.
 func TestCombinerCombines(t *testing.T) {
 	ctx := ctxT(t)
-	rdb := srv.Client()
-	defer rdb.Close()
 	h := &gateHook{gate: make(chan struct{})}
-	rdb.AddHook(h)
+	c, rdb, first := combined(t, h)
 	base := fmt.Sprintf("combine:%d:", crawls.Add(1))
-	var c combiner
 
-	first := make(chan struct{})
-	go func() {
-		defer close(first)
-		c.exec(ctx, rdb, []redis.Cmder{redis.NewStatusCmd(ctx, "set", base+"first", "1")})
-	}()
-	for { // the first pipeline is on its way, held at the gate
-		h.mu.Lock()
-		n := len(h.sizes)
-		h.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-
-	const callers = 10
+	const callers = maxCombined + 6
 	gets := make([]*redis.StringCmd, callers)
 	incrs := make([]*redis.IntCmd, callers)
 	var wg sync.WaitGroup
@@ -97,80 +141,75 @@ func TestCombinerCombines(t *testing.T) {
 			defer wg.Done()
 			c.exec(ctx, rdb, []redis.Cmder{set, incrs[i], gets[i]})
 		}()
+		queued(t, c, i+1) // in this order
 	}
-	queued(t, &c, callers)
 	close(h.gate)
-	wg.Wait()
+	waitAll(t, &wg, "every caller returned")
 	<-first
 
-	if len(h.sizes) != 2 || h.sizes[1] != 3*callers {
-		t.Fatalf("pipelines sent: %v commands each, want [1 %d]", h.sizes, 3*callers)
+	if got, want := fmt.Sprint(h.sent()), fmt.Sprint([]int{1, 3 * maxCombined, 3 * (callers - maxCombined)}); got != want {
+		t.Fatalf("pipelines sent: %s commands each, want %s", got, want)
 	}
-	seen := map[int64]bool{}
 	for i := range callers {
 		if got, err := gets[i].Result(); err != nil || got != fmt.Sprint("v", i) {
 			t.Errorf("caller %d read %q, %v: want its own SET's value", i, got, err)
 		}
-		n, err := incrs[i].Result()
-		if err != nil || n < 1 || n > callers || seen[n] {
-			t.Errorf("caller %d's INCR answered %d, %v", i, n, err)
+		if n, err := incrs[i].Result(); err != nil || n != int64(i+1) {
+			t.Errorf("caller %d's INCR answered %d, %v: want %d (callers in the order they came)", i, n, err, i+1)
 		}
-		seen[n] = true
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.busy || len(c.queue) != 0 {
-		t.Errorf("combiner left busy=%v with %d queued", c.busy, len(c.queue))
-	}
+	idle(t, c)
 }
 
-// TestCombinerContexts: a caller whose context ends while it waits has its
-// commands not sent, each failing with its context's error; the others'
-// round trip has the latest of their deadlines, and none when one of them
-// has none.
+// TestCombinerContexts: a caller whose context ends while it waits leaves
+// at once, its commands not sent, each failing with its context's error;
+// the others' round trip has the first live caller's context values and
+// the latest of their deadlines, or none when one of them has none.
 func TestCombinerContexts(t *testing.T) {
-	ctx := ctxT(t)
 	base := fmt.Sprintf("combine:%d:", crawls.Add(1))
-
 	for _, unbounded := range []bool{false, true} {
 		h := &gateHook{gate: make(chan struct{})}
-		rdb := srv.Client()
-		defer rdb.Close()
-		rdb.AddHook(h)
-		var c combiner
-		go c.exec(ctx, rdb, []redis.Cmder{redis.NewStatusCmd(ctx, "ping")})
-		for c.mu.Lock(); !c.busy; c.mu.Lock() {
-			c.mu.Unlock()
-			time.Sleep(time.Millisecond)
-		}
-		c.mu.Unlock()
+		c, rdb, first := combined(t, h)
 
-		root := context.Background() // no deadline of its own, unlike ctx
+		root := context.Background() // no deadline of its own
 		gone, cancel := context.WithCancel(root)
 		lost := redis.NewStatusCmd(gone, "set", base+"lost", "1")
-		near, cancelNear := context.WithTimeout(root, time.Minute)
+		near, cancelNear := context.WithTimeout(context.WithValue(root, ctxKey{}, "near"), time.Minute)
 		defer cancelNear()
-		far, cancelFar := context.WithTimeout(root, 2*time.Minute)
+		far, cancelFar := context.WithTimeout(root, 3*time.Minute)
 		defer cancelFar()
 		if unbounded {
 			far = root
 		}
+		mid, cancelMid := context.WithTimeout(root, 2*time.Minute)
+		defer cancelMid()
 		kept := redis.NewIntCmd(near, "incr", base+"kept")
 		var wg sync.WaitGroup
+		left := make(chan struct{})
 		for k, p := range []struct {
 			ctx context.Context
 			cmd redis.Cmder
-		}{{gone, lost}, {near, kept}, {far, redis.NewStatusCmd(far, "ping")}} {
+		}{{gone, lost}, {near, kept}, {far, redis.NewStatusCmd(far, "ping")}, {mid, redis.NewStatusCmd(mid, "ping")}} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				c.exec(p.ctx, rdb, []redis.Cmder{p.cmd})
+				if k == 0 {
+					close(left)
+				}
 			}()
-			queued(t, &c, k+1) // in this order
+			queued(t, c, k+1) // in this order
 		}
 		cancel()
+		select {
+		case <-left:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a caller whose context ended still waits for the round trip on its way")
+		}
+		queued(t, c, 3)
 		close(h.gate)
-		wg.Wait()
+		waitAll(t, &wg, "every caller returned")
+		<-first
 
 		if err := lost.Err(); !errors.Is(err, context.Canceled) {
 			t.Errorf("the cancelled caller's command: %v, want context.Canceled", err)
@@ -178,12 +217,85 @@ func TestCombinerContexts(t *testing.T) {
 		if err := kept.Err(); err != nil {
 			t.Errorf("a live caller's command: %v", err)
 		}
-		if n, _ := rdb.Exists(ctx, base+"lost").Result(); n != 0 {
+		if n, _ := rdb.Exists(context.Background(), base+"lost").Result(); n != 0 {
 			t.Error("the cancelled caller's SET ran")
 		}
 		fd, _ := far.Deadline()
-		if len(h.sizes) != 2 || h.sizes[1] != 2 || !h.deadlines[1].Equal(fd) {
-			t.Errorf("unbounded=%v: pipelines %v with deadlines %v, want [1 2] with the second's %v", unbounded, h.sizes, h.deadlines, fd)
+		if got := h.sent(); len(got) != 2 || got[1] != 3 || !h.deadlines[1].Equal(fd) || h.values[1] != "near" {
+			t.Errorf("unbounded=%v: pipelines %v with deadlines %v and values %v, want [1 3], the second with deadline %v and value near",
+				unbounded, got, h.deadlines, h.values, fd)
+		}
+		idle(t, c)
+	}
+}
+
+// TestCombinerStall: a caller whose round trip on its way hangs goes beside
+// it with the callers queued, after stall.
+func TestCombinerStall(t *testing.T) {
+	ctx := ctxT(t)
+	h := &gateHook{gate: make(chan struct{})}
+	c, rdb, first := combined(t, h)
+	c.mu.Lock()
+	c.stall = 20 * time.Millisecond
+	c.mu.Unlock()
+	echo := make([]*redis.StringCmd, 3)
+	var wg sync.WaitGroup
+	for i := range echo {
+		echo[i] = redis.NewStringCmd(ctx, "echo", fmt.Sprint(i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.exec(ctx, rdb, []redis.Cmder{echo[i]})
+		}()
+	}
+	waitAll(t, &wg, "the callers behind a hung round trip went beside it")
+	for i, e := range echo {
+		if got, err := e.Result(); err != nil || got != fmt.Sprint(i) {
+			t.Errorf("caller %d: %q, %v", i, got, err)
 		}
 	}
+	close(h.gate)
+	<-first
+	idle(t, c)
+}
+
+// TestCombinerPanic: a round trip that panics fails its callers' commands
+// and hands the next round trip on; the panic goes on to its leader.
+func TestCombinerPanic(t *testing.T) {
+	ctx := ctxT(t)
+	h := &gateHook{gate: make(chan struct{}), panics: true}
+	c := &combiner{stall: time.Hour}
+	rdb := srv.Client()
+	defer rdb.Close()
+	rdb.AddHook(h)
+	ping := redis.NewStatusCmd(ctx, "ping")
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		c.exec(ctx, rdb, []redis.Cmder{ping})
+	}()
+	eventually(t, "the first round trip on its way", func() bool { return len(h.sent()) == 1 })
+	echo := redis.NewStringCmd(ctx, "echo", "after")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.exec(ctx, rdb, []redis.Cmder{echo})
+	}()
+	queued(t, c, 1)
+	close(h.gate)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caller behind a round trip that panicked still waits")
+	}
+	if r := <-panicked; r != "hook" {
+		t.Errorf("the leader recovered %v, want the hook's panic", r)
+	}
+	if err := ping.Err(); err == nil || !strings.Contains(err.Error(), "panicked") {
+		t.Errorf("the panicked round trip's command: %v", err)
+	}
+	if got, err := echo.Result(); err != nil || got != "after" {
+		t.Errorf("the next caller: %q, %v", got, err)
+	}
+	idle(t, c)
 }

@@ -45,6 +45,9 @@ type Settlement struct {
 	// Also, when set, queues commands that go to Redis in the same round
 	// trip, before the settlement (a permit's release). The function it
 	// returns runs after that round trip; its error joins Result.Settled.
+	// The pipeline may carry other callers' commands of the process too
+	// (the frontier combines them), so Also queues no blocking command,
+	// no MULTI and nothing that changes the connection's state.
 	Also func(pipe redis.Pipeliner) (after func() error)
 	// Next takes the next item in the same round trip (its site's shard
 	// first).
