@@ -241,11 +241,27 @@ end
 -- does for any site it takes from. That saves moving the site to the back
 -- of the line and reading its place back.
 local handon
+-- owed is a site whose settled item settle has not yet taken out of its
+-- count in flight (fly), in case take hands the site's next item on (the
+-- count then stays as it is: one out, one in); whatever else happens, the
+-- script takes it out before it ends (settle_owed). held is the site's
+-- count as settle read it, the settled item still in.
+local owed, held
+
+-- settle_owed takes the settled item out of its site's count in flight,
+-- if that is still owed.
+local function settle_owed()
+  if owed then
+    fly(owed, '-1')
+    owed = nil
+  end
+end
 
 local function take(prefer)
   local id = redis.call('HINCRBY', KEYS[3], 'ids', '1')
   local tidied = id % 8 == 0
   if tidied then
+    settle_owed() -- tidy may change the site's count: hand on from the count in Redis
     tidy()
   end
   for _ = 1, 20 do
@@ -279,8 +295,13 @@ local function take(prefer)
     end
     local q = qkey(site)
     local item = redis.call('LPOP', q)
+    local f
+    if item and site == owed then
+      f, owed = held, nil -- one out, one in: the count stays as it is
+    elseif item then
+      f = fly(site, '1')
+    end
     if item then
-      local f = fly(site, '1')
       if redis.call('LLEN', q) == 0 then
         redis.call('ZREM', KEYS[1], site)
       elseif f >= rule(site) then

@@ -39,7 +39,15 @@ local function settle(member, how)
       rules[site] = r
     end
   end
-  local f = fly(site, '-1')
+  local f
+  if site == stay and (how == 'fetched' or how == 'skipped') then
+    -- The worker may stay: its next item may be handed on (owed).
+    held = tonumber(redis.call('HGET', KEYS[4], site) or '0')
+    if held >= 1 then
+      f, owed = held - 1, site
+    end
+  end
+  f = f or fly(site, '-1')
   local s = tonumber(redis.call('ZSCORE', KEYS[1], site)) -- nil: nothing queued
   local q = qkey(site)
 
@@ -100,9 +108,13 @@ local function settle(member, how)
 end
 
 local settled = settle(ARGV[8], ARGV[9])
+if handon ~= stay then
+  settle_owed() -- no hand-on
+end
 local added = admit(15)
 if string.sub(ARGV[14], 1, 1) == '1' then
   local r = take(string.sub(ARGV[14], 2))
+  settle_owed()
   keep()
   return {settled, added, scope(), r[1], r[2], r[3], r[4], r[5]}
 end
