@@ -8,8 +8,8 @@
 --                  so settling one is a ZREM and a worker's ID is the member
 -- KEYS[3] counts   HASH admitted, over (in the overflow: see admit), dropped
 --                  (past the overflow), done,
---                  skipped, failed, ids, scope; queued is admitted - done -
---                  failed - in flight
+--                  skipped, failed, scope, ids (0: only keeps the hash in
+--                  being); queued is admitted - done - failed - in flight
 -- KEYS[4] fly      HASH site -> items of the site in flight
 -- KEYS[5] rules    HASH site -> "<cap> <delay ms>" as a settlement last reported
 -- KEYS[6] after    HASH site -> server ms before which a site with nothing
@@ -231,9 +231,11 @@ end
 -- take hands out the next item of a ready site: {1, id, site, item, 1 if a
 -- site of the shard is still ready else 0} (the worker's ID is
 -- id\nsite\nitem, its in-flight member), or {0, queued, in flight, ms until
--- something may be ready (-1: unknown), 0}. prefer (nil or '': none) is a
--- site to take from rather than the first in line, if it is ready: the
--- worker holds a permit for it already.
+-- something may be ready (-1: unknown), 0}. id is unique to the take, from
+-- the process: "<process nonce>.<the process's takes, in octal>", so an
+-- id ending in '0' is every 8th take of a process (the tidy-up's turn).
+-- prefer (nil or '': none) is a site to take from rather than the first in
+-- line, if it is ready: the worker holds a permit for it already.
 -- handon is a site whose item this call settled with its slot free and
 -- its next start come, for take to hand its next item to the same worker
 -- (prefer): settle leaves the site's place in the ready set as it was (at
@@ -257,9 +259,8 @@ local function settle_owed()
   end
 end
 
-local function take(prefer)
-  local id = redis.call('HINCRBY', KEYS[3], 'ids', '1')
-  local tidied = id % 8 == 0
+local function take(id, prefer)
+  local tidied = string.sub(id, -1) == '0'
   if tidied then
     settle_owed() -- tidy may change the site's count: hand on from the count in Redis
     tidy()
@@ -311,7 +312,7 @@ local function take(prefer)
         more = 1
       end
       redis.call('ZADD', KEYS[2], now() + vis, id .. '\n' .. site .. '\n' .. item)
-      return {1, tostring(id), site, item, more}
+      return {1, id, site, item, more}
     end
     redis.call('ZREM', KEYS[1], site) -- a queue lost (expired) under a ready site
   end

@@ -67,9 +67,12 @@ package frontier
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -272,6 +275,9 @@ type Frontier struct {
 	seen *seenCache
 	// comb combines the pipelines of the process's callers (pipelined).
 	comb combiner
+	// nonce and takes make each take's id (takeID).
+	nonce string
+	takes atomic.Uint64
 }
 
 // New returns the Frontier of crawl opts.Crawl on rdb. If opts.Prefix or
@@ -283,7 +289,7 @@ type Frontier struct {
 // wrapper): the frontier, List and Delete recognise it by its type to
 // send each master its part and to SCAN every master.
 func New(rdb redis.Cmdable, opts *Options) *Frontier {
-	f := &Frontier{rdb: rdb, o: opts.get()}
+	f := &Frontier{rdb: rdb, o: opts.get(), nonce: newNonce()}
 	if err := keyname.Check("prefix", f.o.Prefix); err != nil {
 		f.err = fmt.Errorf("frontier: options: %w", err)
 	} else if err := keyname.Check("crawl name", f.o.Crawl); err != nil {
@@ -337,4 +343,19 @@ func (f *Frontier) Hold(ctx context.Context, site string, d time.Duration) error
 		return fmt.Errorf("frontier: hold %s: %w", site, c.cmd.Err())
 	}
 	return nil
+}
+
+// newNonce is 64 random bits, in hex: a process's part of its takes' ids.
+func newNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// takeID is a new take's id, unique in the crawl: the process's nonce and
+// its takes so far, in octal, so that common.lua's take tidies the shard
+// on every 8th take of a process (an id ending in '0') without a counter
+// in Redis.
+func (f *Frontier) takeID() string {
+	return f.nonce + "." + strconv.FormatUint(f.takes.Add(1), 8)
 }

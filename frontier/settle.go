@@ -101,7 +101,7 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 	}
 	sh := lay.of(it.Site)
 	links := f.links(lay, it, s)
-	own := f.newCall(settleScript, sh, append(settleArgs(it, s, how, retried), links[sh].args()...)...)
+	own := f.newCall(settleScript, sh, append(f.settleArgs(it, s, how, retried), links[sh].args()...)...)
 	// Other shards' links first: on one node, they are queued before the
 	// item stops counting as in flight (see elsewhere's second look).
 	var calls []*call
@@ -150,18 +150,18 @@ func (f *Frontier) unsent(ctx context.Context, s Settlement, err, nextErr error)
 	return r
 }
 
-// settleArgs are settle.lua's own ARGV (8 to 14) for it, settled as how
+// settleArgs are settle.lua's own ARGV (8 to 15) for it, settled as how
 // (retried: its JSON for a retry).
-func settleArgs(it Item, s Settlement, how, retried string) []any {
+func (f *Frontier) settleArgs(it Item, s Settlement, how, retried string) []any {
 	rcap, rdelay := 0, int64(-1)
 	if s.Rule != (SiteRule{}) {
 		rcap, rdelay = s.Rule.Cap, s.Rule.Delay.Milliseconds()
 	}
-	take := "0"
+	take, id := "0", ""
 	if s.Next {
-		take = "1" + s.Prefer
+		take, id = "1"+s.Prefer, f.takeID()
 	}
-	return []any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take}
+	return []any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take, id}
 }
 
 // links are the batches of the links found on it's page, by shard: Links

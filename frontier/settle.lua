@@ -16,7 +16,8 @@
 -- ARGV[13] the site's delay ms (-1: keep the known one)
 -- ARGV[14] '1' to take the next item, followed by a site to take it from
 -- if that site is ready (take's prefer); '0' not to
--- ARGV[15..] links: quadruples as in add.lua
+-- ARGV[15] the take's id (see take; '' with no take)
+-- ARGV[16..] links: quadruples as in add.lua
 -- Returns {settled (1, or 0 when the item was no longer held), admitted,
 -- scope size, took} and, with took 1 or 0, next.lua's answer.
 
@@ -111,9 +112,9 @@ local settled = settle(ARGV[8], ARGV[9])
 if handon ~= stay then
   settle_owed() -- no hand-on
 end
-local added = admit(15)
+local added = admit(16)
 if string.sub(ARGV[14], 1, 1) == '1' then
-  local r = take(string.sub(ARGV[14], 2))
+  local r = take(ARGV[15], string.sub(ARGV[14], 2))
   settle_owed()
   keep()
   return {settled, added, scope(), r[1], r[2], r[3], r[4], r[5]}
