@@ -49,12 +49,22 @@ local function settle(member, how)
     end
   end
   f = f or fly(site, '-1')
+  if how == 'fetched' or how == 'skipped' or how == 'failed' then
+    count(how == 'failed' and 'failed' or 'done', 1)
+    if how == 'skipped' then count('skipped', 1) end
+  end
+  if owed and f < cap and rd == 0 then
+    -- Its slot free and no delay: take hands the site's next item on to
+    -- this worker (handon), if it has one, without its place in the ready
+    -- set being read or moved (take sets it after, as for any site it
+    -- takes from; a site with nothing queued is not in the set).
+    handon = site
+    return 1
+  end
   local s = tonumber(redis.call('ZSCORE', KEYS[1], site)) -- nil: nothing queued
   local q = qkey(site)
 
   if how == 'fetched' or how == 'skipped' or how == 'failed' then
-    count(how == 'failed' and 'failed' or 'done', 1)
-    if how == 'skipped' then count('skipped', 1) end
     if not s then
       if rd > 0 then -- its next URL, when one comes, waits the delay
         redis.call('HSET', KEYS[6], site, now() + rd)
