@@ -232,8 +232,9 @@ end
 -- site of the shard is still ready else 0} (the worker's ID is
 -- id\nsite\nitem, its in-flight member), or {0, queued, in flight, ms until
 -- something may be ready (-1: unknown), 0}. id is unique to the take, from
--- the process: "<process nonce>.<the process's takes, in octal>", so an
--- id ending in '0' is every 8th take of a process (the tidy-up's turn).
+-- the process: "<process nonce>.<shard>.<the process's takes on the shard,
+-- in octal>", so an id ending in '0' is every 8th take of a process on the
+-- shard (the tidy-up's turn).
 -- prefer (nil or '': none) is a site to take from rather than the first in
 -- line, if it is ready: the worker holds a permit for it already.
 -- handon is a site whose item this call settled with its slot free and
@@ -296,6 +297,9 @@ local function take(id, prefer)
     end
     local q = qkey(site)
     local item = redis.call('LPOP', q)
+    if not item and site == owed then
+      settle_owed() -- nothing to hand on: before a tidy-up changes the count
+    end
     local f
     if item and site == owed then
       f, owed = held, nil -- one out, one in: the count stays as it is

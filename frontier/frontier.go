@@ -275,9 +275,8 @@ type Frontier struct {
 	seen *seenCache
 	// comb combines the pipelines of the process's callers (pipelined).
 	comb combiner
-	// nonce and takes make each take's id (takeID).
+	// nonce is the process's part of its takes' ids (takeID).
 	nonce string
-	takes atomic.Uint64
 }
 
 // New returns the Frontier of crawl opts.Crawl on rdb. If opts.Prefix or
@@ -352,10 +351,12 @@ func newNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-// takeID is a new take's id, unique in the crawl: the process's nonce and
-// its takes so far, in octal, so that common.lua's take tidies the shard
-// on every 8th take of a process (an id ending in '0') without a counter
-// in Redis.
-func (f *Frontier) takeID() string {
-	return f.nonce + "." + strconv.FormatUint(f.takes.Add(1), 8)
+// takeID is a new take's id on sh, unique in the crawl: the process's
+// nonce, the shard and the process's takes on it so far, in octal, so that
+// common.lua's take tidies the shard on every 8th take of a process there
+// (an id ending in '0') without a counter in Redis. (Counted per shard: a
+// count per process would go round the shards in step with Next's
+// rotation and tidy only some of them.)
+func (f *Frontier) takeID(sh *shard) string {
+	return f.nonce + "." + strconv.Itoa(sh.n) + "." + strconv.FormatUint(sh.takes.Add(1), 8)
 }

@@ -119,7 +119,7 @@ func TestSettleStayTidied(t *testing.T) {
 		}
 	}
 	live := its[0]
-	f.takes.Store(7) // the next take is the process's 8th: it tidies
+	sh.takes.Store(7) // the next take is the process's 8th on the shard: it tidies
 	r := f.Settle(ctx, Settlement{Item: live, Outcome: Fetched, Next: true, Prefer: "a.example"})
 	if r.Settled != nil || r.NextErr != nil {
 		t.Fatalf("settle: %v, next: %v", r.Settled, r.NextErr)
@@ -132,3 +132,63 @@ func TestSettleStayTidied(t *testing.T) {
 
 // qkeyOf is the key of site's queue on sh (common.lua qkey).
 func qkeyOf(sh *shard, site string) string { return sh.base + "q:" + site }
+
+// TestSettleStayRanOutTidied: a hand-on to a site that ran out, in a call
+// whose take then finds nothing ready and tidies the shard, counts the
+// settled item out before the tidy-up: the site's dead items come back and
+// one is handed out, the site below its cap and so not parked.
+func TestSettleStayRanOutTidied(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Cap: 3, Shards: 1, Visibility: 300 * time.Millisecond})
+	f.Add(ctx, 0, urls("a.example", 3)...)
+	its := take(t, f, 3) // a.example's queue is empty now
+	time.Sleep(400 * time.Millisecond)
+	sh := f.lay.Load().shards[0]
+	members, err := f.rdb.ZRange(ctx, sh.keys[1], 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members { // the first one's worker lives; the others' died
+		if strings.Contains(m, its[0].URL) {
+			f.rdb.ZAddXX(ctx, sh.keys[1], redis.Z{Score: 1e14, Member: m})
+		}
+	}
+	sh.takes.Store(1) // not a take that tidies first
+	r := f.Settle(ctx, Settlement{Item: its[0], Outcome: Fetched, Next: true, Prefer: "a.example"})
+	if r.Settled != nil || r.NextErr != nil || r.Next.Site != "a.example" || r.Next.URL == its[0].URL {
+		t.Fatalf("settle: %v; next %q, %v: want a dead item of a.example back", r.Settled, r.Next.URL, r.NextErr)
+	}
+	flyMatches(t, ctx, f, "the settlement")
+	if s, err := f.rdb.ZScore(ctx, sh.keys[0], "a.example").Result(); err != nil || s >= 1e15 {
+		t.Fatalf("a.example with 1 of 3 in flight and 1 queued: place %v, %v; want ready (not parked)", s, err)
+	}
+}
+
+// TestTakeIDsTidyEveryShard: a process's take ids end in '0' (the tidy-up's
+// turn) on every 8th take on each shard, however its takes go round the
+// shards (Next turns to the next shard at each call).
+func TestTakeIDsTidyEveryShard(t *testing.T) {
+	f := newFrontier(t, Options{})
+	shards := make([]*shard, 16)
+	for i := range shards {
+		shards[i] = &shard{n: i}
+	}
+	tidies := make([]int, len(shards))
+	seen := map[string]bool{}
+	for k := range 16 * 8 * 3 {
+		sh := shards[k%len(shards)]
+		id := f.takeID(sh)
+		if seen[id] {
+			t.Fatalf("id %q twice", id)
+		}
+		seen[id] = true
+		if strings.HasSuffix(id, "0") {
+			tidies[sh.n]++
+		}
+	}
+	for n, c := range tidies {
+		if c != 3 {
+			t.Errorf("shard %d: %d tidy-ups in 24 takes, want 3", n, c)
+		}
+	}
+}

@@ -101,7 +101,7 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 	}
 	sh := lay.of(it.Site)
 	links := f.links(lay, it, s)
-	own := f.newCall(settleScript, sh, append(f.settleArgs(it, s, how, retried), links[sh].args()...)...)
+	own := f.newCall(settleScript, sh, append(f.settleArgs(sh, it, s, how, retried), links[sh].args()...)...)
 	// Other shards' links first: on one node, they are queued before the
 	// item stops counting as in flight (see elsewhere's second look).
 	var calls []*call
@@ -150,16 +150,16 @@ func (f *Frontier) unsent(ctx context.Context, s Settlement, err, nextErr error)
 	return r
 }
 
-// settleArgs are settle.lua's own ARGV (8 to 15) for it, settled as how
-// (retried: its JSON for a retry).
-func (f *Frontier) settleArgs(it Item, s Settlement, how, retried string) []any {
+// settleArgs are settle.lua's own ARGV (8 to 15) for it, on its shard sh,
+// settled as how (retried: its JSON for a retry).
+func (f *Frontier) settleArgs(sh *shard, it Item, s Settlement, how, retried string) []any {
 	rcap, rdelay := 0, int64(-1)
 	if s.Rule != (SiteRule{}) {
 		rcap, rdelay = s.Rule.Cap, s.Rule.Delay.Milliseconds()
 	}
 	take, id := "0", ""
 	if s.Next {
-		take, id = "1"+s.Prefer, f.takeID()
+		take, id = "1"+s.Prefer, f.takeID(sh)
 	}
 	return []any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take, id}
 }

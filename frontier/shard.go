@@ -28,6 +28,8 @@ type shard struct {
 	// kept is when (unix ms) this process last had the shard's keys' TTLs
 	// refreshed (common.lua keep).
 	kept atomic.Int64
+	// takes counts this process's takes on the shard (takeID).
+	takes atomic.Uint64
 }
 
 // seenBuckets is how many seen SETs a shard splits its fingerprints over,
