@@ -125,3 +125,80 @@ func TestSitemapsReadOncePerCrawl(t *testing.T) {
 		}
 	}
 }
+
+// mapGate counts the sitemap indexes being served at once across sites,
+// and holds each until want are (or two seconds pass).
+type mapGate struct {
+	want    int
+	mu      sync.Mutex
+	now     int
+	most    int
+	reached chan struct{}
+}
+
+func (g *mapGate) hold() {
+	g.mu.Lock()
+	g.now++
+	g.most = max(g.most, g.now)
+	if g.now == g.want {
+		close(g.reached)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.reached:
+	case <-time.After(2 * time.Second):
+	}
+	g.mu.Lock()
+	g.now--
+	g.mu.Unlock()
+}
+
+// gatedMaps is a mapSite whose sitemap index waits at a mapGate shared
+// with other sites.
+type gatedMaps struct {
+	*mapSite
+	gate *mapGate
+}
+
+func (m gatedMaps) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/maps/index.xml" {
+		m.gate.hold()
+	}
+	m.mapSite.ServeHTTP(w, r)
+}
+
+// The seeds' sites' sitemaps are read several sites at once (a site's
+// sitemaps are requests of its own latency: read one site at a time, they
+// held a crawl of many small sites long after its pages), and each is
+// still read once.
+func TestSitemapsReadAtOnce(t *testing.T) {
+	gate := &mapGate{want: 3, reached: make(chan struct{})}
+	var seeds []string
+	var sites []*mapSite
+	for range 5 {
+		site := &mapSite{served: map[string]int{}}
+		ts := httptest.NewServer(gatedMaps{site, gate})
+		defer ts.Close()
+		seeds, sites = append(seeds, ts.URL+"/"), append(sites, site)
+	}
+	name := strings.ReplaceAll(t.Name(), "/", ".")
+	c := crawlerOn(t, "t:"+name, name, nil, Options{Workers: 4, Sitemaps: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Seed(ctx, seeds); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if gate.most < gate.want {
+		t.Errorf("at most %d sites' sitemaps read at once, want %d", gate.most, gate.want)
+	}
+	for i, site := range sites {
+		for _, p := range []string{"/maps/index.xml", "/maps/pages.xml", "/listed/4"} {
+			if n := site.count(p); n != 1 {
+				t.Errorf("site %d: %s fetched %d times, want 1", i, p, n)
+			}
+		}
+	}
+}
