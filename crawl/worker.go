@@ -44,6 +44,11 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 		var it frontier.Item
 		var err error
 		var spare *fetch.Spare // the next item's site's permit, asked for ahead
+		// Sitemaps still being read, as known before the frontier's
+		// answer: one that queues its last URLs and ends after the answer
+		// said done must not end the crawl (done needs a fresh Next).
+		reading := c.maps.running.Load() > 0
+		fresh := taken == nil
 		if taken != nil {
 			it, err, spare, taken = taken.it, taken.err, taken.spare, nil
 		} else {
@@ -60,7 +65,9 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 				c.giveBack(it) // taken as the stop came
 			}
 			return nil
-		case errors.Is(err, frontier.ErrDone) && !c.o.Forever && c.maps.running.Load() == 0:
+		case errors.Is(err, frontier.ErrDone) && !c.o.Forever && !reading && !fresh:
+			continue // the settlement's look: look again, reading after
+		case errors.Is(err, frontier.ErrDone) && !c.o.Forever && !reading:
 			c.doneOnce.Do(func() { close(c.done) })
 			return nil
 		case errors.Is(err, frontier.ErrDone), errors.As(err, &empty):
