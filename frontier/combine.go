@@ -58,6 +58,13 @@ type pending struct {
 	turn chan []*pending
 }
 
+// fail sets err on each of p's commands, which were not sent.
+func (p *pending) fail(err error) {
+	for _, cmd := range p.cmds {
+		cmd.SetErr(err)
+	}
+}
+
 // exec sends cmds on rdb, combined with other callers' (see combiner), and
 // returns when each command's outcome is in it.
 func (c *combiner) exec(ctx context.Context, rdb redis.Cmdable, cmds []redis.Cmder) {
@@ -81,6 +88,7 @@ func (c *combiner) exec(ctx context.Context, rdb redis.Cmdable, cmds []redis.Cmd
 	}
 	stall := time.NewTimer(wait)
 	defer stall.Stop()
+	done := ctx.Done()
 	for {
 		select {
 		case batch := <-me.turn:
@@ -88,22 +96,17 @@ func (c *combiner) exec(ctx context.Context, rdb redis.Cmdable, cmds []redis.Cmd
 				c.lead(rdb, batch)
 			}
 			return
-		case <-ctx.Done():
+		case <-done:
 			c.mu.Lock()
-			if c.remove(me) {
-				c.mu.Unlock()
-				for _, cmd := range cmds {
-					cmd.SetErr(ctx.Err())
-				}
+			left := c.remove(me)
+			c.mu.Unlock()
+			if left {
+				me.fail(ctx.Err())
 				return
 			}
-			c.mu.Unlock()
 			// Taken already: its round trip is on its way, or this caller
-			// leads it now.
-			if batch := <-me.turn; batch != nil {
-				c.lead(rdb, batch)
-			}
-			return
+			// leads it now; wait for its turn.
+			done = nil
 		case <-stall.C:
 			c.mu.Lock()
 			if c.busy < maxInFlight && c.remove(me) {
@@ -154,9 +157,7 @@ func (c *combiner) lead(rdb redis.Cmdable, batch []*pending) {
 		if r := recover(); r != nil {
 			err := fmt.Errorf("frontier: pipeline panicked: %v", r)
 			for _, p := range batch {
-				for _, cmd := range p.cmds {
-					cmd.SetErr(err)
-				}
+				p.fail(err)
 			}
 			defer panic(r)
 		}
@@ -183,9 +184,7 @@ func (c *combiner) send(rdb redis.Cmdable, batch []*pending) {
 	var last time.Time // the latest deadline; zero when a caller has none
 	for _, p := range batch {
 		if err := p.ctx.Err(); err != nil {
-			for _, cmd := range p.cmds {
-				cmd.SetErr(err)
-			}
+			p.fail(err)
 			continue
 		}
 		d, ok := p.ctx.Deadline()
