@@ -297,16 +297,13 @@ local function take(id, prefer)
     end
     local q = qkey(site)
     local item = redis.call('LPOP', q)
-    if not item and site == owed then
-      settle_owed() -- nothing to hand on: before a tidy-up changes the count
-    end
-    local f
-    if item and site == owed then
-      f, owed = held, nil -- one out, one in: the count stays as it is
-    elseif item then
-      f = fly(site, '1')
-    end
     if item then
+      local f
+      if site == owed then
+        f, owed = held, nil -- one out, one in: the count stays as it is
+      else
+        f = fly(site, '1')
+      end
       if redis.call('LLEN', q) == 0 then
         redis.call('ZREM', KEYS[1], site)
       elseif f >= rule(site) then
@@ -317,6 +314,9 @@ local function take(id, prefer)
       end
       redis.call('ZADD', KEYS[2], now() + vis, id .. '\n' .. site .. '\n' .. item)
       return {1, id, site, item, more}
+    end
+    if site == owed then
+      settle_owed() -- nothing to hand on: before a tidy-up changes the count
     end
     redis.call('ZREM', KEYS[1], site) -- a queue lost (expired) under a ready site
   end

@@ -96,6 +96,21 @@ func TestSettleStayLinksBack(t *testing.T) {
 		t.Fatalf("settle: %v; next %q, %v: want d.example/1", r.Settled, r.Next.URL, r.NextErr)
 	}
 	flyMatches(t, ctx, f, "the settlement")
+
+	// With a delay, nothing is handed on: the link waits the delay, the
+	// site below its cap (not parked).
+	f.Add(ctx, 0, "http://e.example/0")
+	it = take(t, f, 1)[0]
+	r = f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Next: true, Prefer: "e.example",
+		Rule: SiteRule{Cap: 1, Delay: time.Minute}, Links: []string{"http://e.example/1"}})
+	if r.Settled != nil || r.Next.Site == "e.example" {
+		t.Fatalf("settle: %v; next %q: want e.example's link kept back by its delay", r.Settled, r.Next.URL)
+	}
+	flyMatches(t, ctx, f, "the delayed settlement")
+	sh := f.lay.Load().shards[0]
+	if s, err := f.rdb.ZScore(ctx, sh.keys[0], "e.example").Result(); err != nil || s >= 1e15 {
+		t.Fatalf("e.example with nothing in flight: place %v, %v; want its delay, not parked", s, err)
+	}
 }
 
 // TestSettleStayTidied: a hand-on in the call that tidies the shard counts

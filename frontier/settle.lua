@@ -41,7 +41,8 @@ local function settle(member, how)
     end
   end
   local f
-  if site == stay and (how == 'fetched' or how == 'skipped') then
+  local staying = site == stay and (how == 'fetched' or how == 'skipped')
+  if staying then
     -- The worker may stay: its next item may be handed on (owed).
     held = tonumber(redis.call('HGET', KEYS[4], site) or '0')
     if held >= 1 then
@@ -53,7 +54,7 @@ local function settle(member, how)
     count(how == 'failed' and 'failed' or 'done', 1)
     if how == 'skipped' then count('skipped', 1) end
   end
-  if owed and f < cap and rd == 0 then
+  if staying and f < cap and rd == 0 then
     -- Its slot free and no delay: take hands the site's next item on to
     -- this worker (handon), if it has one, without its place in the ready
     -- set being read or moved (take sets it after, as for any site it
@@ -61,6 +62,7 @@ local function settle(member, how)
     handon = site
     return 1
   end
+  settle_owed() -- no hand-on: the settled item leaves its count now
   local s = tonumber(redis.call('ZSCORE', KEYS[1], site)) -- nil: nothing queued
   local q = qkey(site)
 
@@ -82,15 +84,11 @@ local function settle(member, how)
       end
     elseif rd > 0 then
       at = now() + rd -- the next start, a delay after this one settled
-    elseif site == stay then
-      handon = site -- take hands its next item on to this worker (handon)
-    else
+    elseif s > now() + SOON then
       -- The fetch has given its site's slot back: a site parked or deferred
       -- as full takes its turn again now. Only ever earlier, to the back of
       -- the line, so round robin among ready sites stands.
-      if s > now() + SOON then
-        at = math.min(s, back_of_line())
-      end
+      at = math.min(s, back_of_line())
     end
     if at and at ~= s then
       redis.call('ZADD', KEYS[1], at, site)
@@ -119,13 +117,10 @@ local function settle(member, how)
 end
 
 local settled = settle(ARGV[8], ARGV[9])
-if handon ~= stay then
-  settle_owed() -- no hand-on
-end
 local added = admit(16)
 if string.sub(ARGV[14], 1, 1) == '1' then
   local r = take(ARGV[15], string.sub(ARGV[14], 2))
-  settle_owed()
+  settle_owed() -- take pays it on every path that hands nothing on; a guard
   keep()
   return {settled, added, scope(), r[1], r[2], r[3], r[4], r[5]}
 end

@@ -273,8 +273,8 @@ func (c *call) run(ctx context.Context, s redis.Scripter) {
 
 // pipelined runs, in one round trip, the commands also queues (if not nil)
 // and then calls: combined with other callers' of the process that come
-// while one is on its way (combiner). On a Cluster the pipeline goes to each node at once, in
-// order within a node. A call that finds Redis without its script
+// while one is on its way (combiner). On a Cluster the pipeline goes to
+// each node at once, in order within a node. A call that finds Redis without its script
 // (restarted, or SCRIPT FLUSH) did nothing, and runs again on its own, in
 // order, after the others; the process's seen cache is emptied then (see
 // seenCache). It returns what also returned.
