@@ -58,8 +58,10 @@ type CacheOptions struct {
 	Parse Options
 	// Fetched, if set, is called with each policy this process has just
 	// fetched (not with ones found cached), e.g. to start its crawl delay
-	// from the robots.txt request itself. site is the permits' site (Site),
-	// which the http and https robots.txt of a host share.
+	// from the robots.txt request itself; before the policy is stored, so
+	// that no worker of the fleet can read it (and request a page) before
+	// the delay has started. site is the permits' site (Site), which the
+	// http and https robots.txt of a host share.
 	Fetched func(ctx context.Context, site string, p Policy)
 	// Log hears, as warnings, what the cache failed to do but went on
 	// without: a fetch lease it could not give back (other workers wait
@@ -372,6 +374,9 @@ func (c *Cache) fetchAndStore(ctx context.Context, o origin, k originKeys) (Poli
 	if err != nil {
 		return Policy{}, fmt.Errorf("robots: %s: %w", o, err)
 	}
+	if c.o != nil && c.o.Fetched != nil {
+		c.o.Fetched(ctx, o.site, e.Policy) // before any worker can read the policy
+	}
 	pipe := c.rdb.Pipeline()
 	pipe.Set(ctx, k.policy, raw, ttl)
 	if !p.Unreachable() {
@@ -382,8 +387,5 @@ func (c *Cache) fetchAndStore(ctx context.Context, o origin, k originKeys) (Poli
 		return Policy{}, fmt.Errorf("robots: %s: store: %w", o, err)
 	}
 	c.local.put(o.String(), e.Policy, time.Now().Add(ttl))
-	if c.o != nil && c.o.Fetched != nil {
-		c.o.Fetched(ctx, o.site, e.Policy)
-	}
 	return e.Policy, nil
 }

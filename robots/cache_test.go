@@ -479,3 +479,41 @@ func TestErrorAnswerReadToItsEnd(t *testing.T) {
 		hs.Close()
 	}
 }
+
+// Fetched runs before the policy is stored: a crawl delay it starts is in
+// place before any worker can read the policy and request a page (a worker
+// that read it in between went to the site right after robots.txt).
+func TestFetchedBeforeStored(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "User-agent: *\nCrawl-delay: 1\n")
+	}))
+	defer hs.Close()
+	ctx := ctxT(t)
+	var stored []string
+	var c *Cache
+	var rdb *redis.Client
+	c, rdb = newCache(t, CacheOptions{Prefix: fmt.Sprintf("t:fetched:%d", time.Now().UnixNano()), Fetched: func(ctx context.Context, site string, p Policy) {
+		var err error
+		stored, err = rdb.Keys(ctx, c.o.prefix()+"*").Result()
+		if err != nil {
+			t.Error(err)
+		}
+	}})
+	p, err := c.Policy(ctx, mustURL(t, hs.URL+"/a"))
+	if err != nil || p.CrawlDelay != time.Second {
+		t.Fatalf("policy %+v, %v", p, err)
+	}
+	o, err := c.origin(mustURL(t, hs.URL+"/a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.keys(o)
+	for _, key := range stored {
+		if key == k.policy || key == k.good {
+			t.Fatalf("the policy was stored before Fetched ran (%s)", key)
+		}
+	}
+	if n, _ := rdb.Exists(ctx, k.policy).Result(); n != 1 {
+		t.Fatal("the policy was not stored")
+	}
+}
