@@ -118,7 +118,7 @@ func backToBack(ctx context.Context, rdb *redis.Client, n int) (time.Duration, e
 
 // commandCalls is how many commands Redis has run since its stats were
 // reset (INFO commandstats), those inside scripts included, leaving out the
-// INFO itself.
+// INFO itself and HELLO (a client's new connection, not its work).
 func commandCalls(ctx context.Context, rdb *redis.Client) (float64, error) {
 	calls, _, err := commandStats(ctx, rdb)
 	return calls, err
@@ -133,7 +133,7 @@ func commandStats(ctx context.Context, rdb *redis.Client) (calls, usec float64, 
 	}
 	for _, line := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" || name == "cmdstat_hello" {
 			continue
 		}
 		for _, kv := range strings.Split(rest, ",") {

@@ -28,6 +28,7 @@ var commands = []command{
 	{name: "bench", summary: "measure the limiter and the crawler against their limits and against peers; write BENCHMARKS.md", run: runBench},
 	{name: "bench-worker", run: runBenchWorker, hidden: true},
 	{name: "bench-colly", run: runBenchColly, hidden: true},
+	{name: "redis-replay", summary: "replay a crawl's captured Redis commands and report what they cost Redis (exactly, under callgrind)", run: runRedisReplay},
 	{name: "testserver", summary: "serve many local test sites and measure how politely they are crawled", run: runTestserver},
 	{name: "version", summary: "print the crawler's version, VCS revision and Go version", run: runVersion},
 }

@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/polite-crawler/polite/internal/redistest"
+)
+
+func TestParseMonitorLine(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want []string // nil: not a client's command
+	}{
+		{`1700000000.123456 [0 127.0.0.1:5000] "SET" "k" "v"`, []string{"SET", "k", "v"}},
+		{`1700000000.123456 [3 unix:/tmp/redis.sock] "get" "a b"`, []string{"get", "a b"}},
+		{`1.0 [0 127.0.0.1:1] "set" "q\"\\\n\r\t\a\b" "\x02\xff\x00"`, []string{"set", "q\"\\\n\r\t\a\b", "\x02\xff\x00"}},
+		{`1.0 [0 127.0.0.1:1] "ping"`, []string{"ping"}},
+		{`1.0 [0 127.0.0.1:1] "set" ""`, []string{"set", ""}},
+		{`1.0 [0 lua] "ZADD" "k" "1" "m"`, nil},            // run by a script: its script is replayed
+		{`OK`, nil},                                        // MONITOR's answer
+		{`1.0 [0 127.0.0.1:1] "set" "open`, nil},           // cut short
+		{`1.0 [0 127.0.0.1:1] "set" "\x4"`, nil},           // a short escape
+		{`1.0 [0 127.0.0.1:1] "set" "\xzz"`, nil},          // not hex
+		{`1.0 [0 127.0.0.1:1] set k`, nil},                 // unquoted
+		{`1.0 [0 127.0.0.1:1] "a" "b\`, nil},               // a lone backslash
+		{`1.0 [0 127.0.0.1:1] `, nil},                      // no command
+		{`] "set" [0 127.0.0.1:1] "x"`, nil},               // brackets the wrong way round
+		{`1.0 [0 127.0.0.1:1] "a""b"`, []string{"a", "b"}}, // Redis always spaces them; accepted
+	} {
+		got, ok := ParseMonitorLine(c.line)
+		if ok != (c.want != nil) || !slices.Equal(got, c.want) {
+			t.Errorf("ParseMonitorLine(%q) = %q, %v; want %q", c.line, got, ok, c.want)
+		}
+	}
+}
+
+func ExampleParseMonitorLine() {
+	args, ok := ParseMonitorLine(`1764151200.000001 [0 127.0.0.1:52000] "HSET" "polite:{s1}:rules" "a.example" "3 0"`)
+	fmt.Printf("%q %v\n", args, ok)
+	_, ok = ParseMonitorLine(`1764151200.000002 [0 lua] "HGET" "polite:{s1}:rules" "a.example"`)
+	fmt.Println(ok)
+	// Output:
+	// ["HSET" "polite:{s1}:rules" "a.example" "3 0"] true
+	// false
+}
+
+// monitor captures what Redis at addr runs while do runs, as redis-cli
+// monitor prints it.
+func monitor(t *testing.T, addr string, do func()) string {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(time.Minute))
+	r := bufio.NewReader(conn)
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("MONITOR: %q, %v", line, err)
+	}
+	do()
+	// The last command run is our marker: read up to it.
+	marker := redis.NewClient(&redis.Options{Addr: addr})
+	defer marker.Close()
+	if err := marker.Echo(context.Background(), "capture-end").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading MONITOR: %v", err)
+		}
+		line = strings.TrimSuffix(strings.TrimPrefix(line, "+"), "\r\n")
+		if strings.HasSuffix(line, `"echo" "capture-end"`) {
+			return b.String()
+		}
+		b.WriteString(line + "\n")
+	}
+}
+
+// A capture of real traffic (a script loaded by EVAL on its first call and
+// run by EVALSHA after, binary values, a subscription, a transaction)
+// replayed into another Redis leaves there exactly what it left in the
+// first; a script the capture calls but never loads is named.
+func TestReplayCapture(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	from, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer from.Close()
+	to, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer to.Close()
+	src, dst := from.Client(), to.Client()
+	defer src.Close()
+	defer dst.Close()
+
+	bump := redis.NewScript(`
+local n = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[2], n)
+redis.call('ZADD', KEYS[3], n, ARGV[2])
+return n`)
+	orphan := redis.NewScript(`return 1`)
+	if err := orphan.Load(ctx, dst).Err(); err != nil { // only the replay's Redis has it: no capture loads it
+		t.Fatal(err)
+	}
+	binary := "q\"\\\n\r\t\x00\x02\xff é"
+	capture := monitor(t, from.Addr, func() {
+		for i := 0; i < 20; i++ {
+			if err := bump.Run(ctx, src, []string{"n", "h", "z"}, 3, fmt.Sprintf("f%d", i%7)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := src.Set(ctx, "bin", binary, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.RPush(ctx, "l", "a", binary)
+			p.SAdd(ctx, "s", "-3938677163876698722")
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		sub := src.Subscribe(ctx, "wake")
+		if _, err := sub.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sub.Close()
+		if err := src.EvalSha(ctx, orphan.Hash(), nil).Err(); err == nil {
+			t.Fatal("the orphan script ran on the captured Redis")
+		}
+	})
+	c, err := ReadCapture(strings.NewReader(capture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Skipped["subscribe"] == 0 || c.Skipped["multi"] != 1 || c.Skipped["exec"] != 1 {
+		t.Errorf("left out %v; want the subscription and MULTI/EXEC counted", c.Skipped)
+	}
+	if !slices.Equal(c.Missing, []string{orphan.Hash()}) {
+		t.Errorf("missing scripts %q; want only %q", c.Missing, orphan.Hash())
+	}
+	r, err := Replay(ctx, dst, c, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Commands != len(c.Commands) {
+		t.Errorf("sent %d commands; the capture has %d", r.Commands, len(c.Commands))
+	}
+	// The captured Redis answered the first EVALSHA with NOSCRIPT too (the
+	// client then sent EVAL); the orphan runs here, where it was loaded.
+	if r.Errors != 1 || !strings.HasPrefix(r.FirstError, "NOSCRIPT") {
+		t.Errorf("%d errors, first %q; want the first EVALSHA's NOSCRIPT alone", r.Errors, r.FirstError)
+	}
+	if r.Calls < float64(r.Commands+3*20) { // each of the 20 script runs ran 3 commands inside
+		t.Errorf("Redis ran %.0f commands for %d sent; want the scripts' own counted too", r.Calls, r.Commands)
+	}
+	for _, k := range []string{"n", "h", "z", "bin", "l", "s"} {
+		a, err1 := src.Dump(ctx, k).Result()
+		b, err2 := dst.Dump(ctx, k).Result()
+		if err1 != nil || err2 != nil || a != b {
+			t.Errorf("key %q: replayed %q (%v), captured %q (%v)", k, b, err2, a, err1)
+		}
+	}
+	if ttl := dst.TTL(ctx, "bin").Val(); ttl <= 0 {
+		t.Errorf("replayed SET EX left TTL %v", ttl)
+	}
+	if _, err := Replay(ctx, dst, c, 0); err == nil {
+		t.Error("depth 0 accepted")
+	}
+}

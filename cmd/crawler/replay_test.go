@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// crawler redis-replay replays a capture on a redis-server of its own and
+// reports per page; wrong flags are usage errors (exit 2) that say what is
+// wrong, and --callgrind without valgrind says what to install.
+func TestRedisReplay(t *testing.T) {
+	dir := t.TempDir()
+	capture := filepath.Join(dir, "crawl.monitor")
+	lines := `OK
+1764151200.000001 [0 127.0.0.1:52000] "HELLO" "3"
+1764151200.000002 [0 127.0.0.1:52000] "EVAL" "redis.call('INCRBY', KEYS[1], ARGV[1]) return redis.call('GET', KEYS[1])" "1" "pages" "2"
+1764151200.000003 [0 lua] "INCRBY" "pages" "2"
+1764151200.000004 [0 lua] "GET" "pages"
+1764151200.000005 [0 127.0.0.1:52000] "SET" "bin" "\x02\xff\"q\""
+1764151200.000006 [0 127.0.0.1:52000] "SUBSCRIBE" "wake"
+`
+	if err := os.WriteFile(capture, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := dispatch(context.Background(), []string{"redis-replay", "--capture", capture, "--pages", "4", "--depth", "1"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{
+		"replayed 2 commands, 1 to a round trip",
+		": 0 errors",
+		"left out: hello 1, subscribe 1",
+		"Redis: ",
+		"4 commands run", // EVAL, its INCRBY and GET, SET
+		"per page (4 pages): ",
+		"0.5 commands sent, 1.0 run",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out.String())
+		}
+	}
+	if errb.Len() > 0 {
+		t.Errorf("stderr: %s", errb.String())
+	}
+
+	empty := filepath.Join(dir, "empty.monitor")
+	if err := os.WriteFile(empty, []byte("OK\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{}, 2, "--capture is required"},
+		{[]string{"--capture", capture, "--depth", "0"}, 2, "--depth must be at least 1"},
+		{[]string{"--capture", capture, "--pages", "-1"}, 2, "--pages must not be negative"},
+		{[]string{"--capture", capture, "--callgrind", "--redis", "127.0.0.1:1"}, 2, "--callgrind runs its own redis-server"},
+		{[]string{"--capture", capture, "--callgrind-out", "x"}, 2, "--callgrind-out needs --callgrind"},
+		{[]string{"--capture", capture, "extra"}, 2, "unexpected arguments: extra"},
+		{[]string{"--capture", filepath.Join(dir, "nope")}, 1, "no such file"},
+		{[]string{"--capture", empty}, 1, "no commands to replay"},
+	} {
+		var out, errb bytes.Buffer
+		code := dispatch(context.Background(), append([]string{"redis-replay"}, c.args...), &out, &errb)
+		if code != c.code || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("redis-replay %q: exit %d, stderr %q; want exit %d and %q", c.args, code, errb.String(), c.code, c.want)
+		}
+	}
+
+	t.Setenv("PATH", dir) // nothing on PATH: no valgrind
+	errb.Reset()
+	if code := dispatch(context.Background(), []string{"redis-replay", "--capture", capture, "--callgrind"}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "--callgrind needs valgrind on PATH") {
+		t.Errorf("--callgrind without valgrind: exit %d, %q", code, errb.String())
+	}
+}
