@@ -52,7 +52,8 @@ end
 --
 -- struct is Redis's; a Lua without it (the demo's embedded miniredis) gets
 -- this stand-in for the formats used here: '<' then 'B' (a byte) and 'd'
--- (a little-endian IEEE 754 double; finite, normal or zero values only).
+-- (a little-endian IEEE 754 double; finite, normal or zero values only),
+-- and unpack's starting position.
 local struct = rawget(_G, 'struct') or (function()
   local function pack_d(x)
     local sign = 0
@@ -95,8 +96,8 @@ local struct = rawget(_G, 'struct') or (function()
       end
       return table.concat(out)
     end,
-    unpack = function(fmt, s)
-      local out, pos = {}, 1
+    unpack = function(fmt, s, init)
+      local out, pos = {}, init or 1
       for i = 2, #fmt do
         if string.sub(fmt, i, i) == 'B' then
           out[#out + 1], pos = string.byte(s, pos), pos + 1
@@ -111,6 +112,7 @@ local struct = rawget(_G, 'struct') or (function()
 end)()
 
 local HEALTH_PACK = '<Bdddddddddddddddddddd'
+local HEALTH_FIELDS = '<dddddddddddddddddddd' -- HEALTH_PACK past its version byte
 local HEALTH_VERSION, HEALTH_LEN = 2, 161
 
 -- health_parse is a record's 20 numbers, or nil for a record that is not
@@ -119,8 +121,7 @@ local function health_parse(raw)
   if not raw or #raw ~= HEALTH_LEN or string.byte(raw, 1) ~= HEALTH_VERSION then
     return nil
   end
-  local h = {struct.unpack(HEALTH_PACK, raw)}
-  table.remove(h, 1) -- the version byte
+  local h = {struct.unpack(HEALTH_FIELDS, raw, 2)} -- past the version byte
   h[21] = nil -- unpack's next position
   return h
 end
@@ -146,10 +147,9 @@ end
 -- slow samples in a row that count as trouble: 14 little-endian doubles
 -- (Adaptive.params), unpacked by one C call.
 local function adapt_params(s)
-  local v = {struct.unpack('<dddddddddddddd', s)}
-  return {factor = v[1], excess = v[2], share = v[3], window = v[4], winmax = v[5],
-    cooldown = v[6], delay0 = v[7], delaymax = v[8], backoff = v[9], backoffmax = v[10],
-    forgive = v[11], bestmem = v[12], alpha = v[13], run = v[14]}
+  local f, ex, sh, w, wm, cd, d0, dm, b, bm, fg, bmem, a, r = struct.unpack('<dddddddddddddd', s)
+  return {factor = f, excess = ex, share = sh, window = w, winmax = wm, cooldown = cd, delay0 = d0,
+    delaymax = dm, backoff = b, backoffmax = bm, forgive = fg, bestmem = bmem, alpha = a, run = r}
 end
 
 -- Outcome classes (limiter.OutcomeClass).
