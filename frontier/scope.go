@@ -100,7 +100,8 @@ func (f *Frontier) Scope(ctx context.Context) ([]string, error) {
 }
 
 // ScopeLen is the size of the crawl's scope as Redis last reported it, to
-// Next (and DoneNext) or Scope, without a round trip of its own. The scope
+// Next, Scope, or DoneNext (one take in 8 of the process's on a shard, so
+// a settlement spends no command on it), without a round trip of its own. The scope
 // only grows, so a copy read by Scope is out of date exactly when ScopeLen
 // exceeds its length. It is 0 until one of those calls finds a scope.
 func (f *Frontier) ScopeLen() int {
