@@ -283,8 +283,10 @@ func TestSettlePrefersSite(t *testing.T) {
 // of its items and asks to stay: the item comes from that site, its items
 // in flight stay at the cap, it stays out of the ready set (parked), More
 // tells whether another site is ready, and the shard's ready set is
-// scanned once (the pick that tells More), not read back and tidied. Once
-// its queue is empty, a hand-on takes it out of the ready set.
+// scanned once (the pick that tells More), not read back and tidied. The
+// hand-on that empties its queue leaves it parked (take does not ask for
+// the queue's length at the cap); when one of its items settles without a
+// hand-on, it leaves the ready set.
 func TestSettleHandsOnAtCap(t *testing.T) {
 	ctx := ctxT(t)
 	f := newFrontier(t, Options{Cap: 2, Shards: 1})
@@ -343,11 +345,19 @@ func TestSettleHandsOnAtCap(t *testing.T) {
 		}
 		held[i] = it
 	}
-	// a.example's queue is empty now: gone from the ready set.
-	if err := f.rdb.ZScore(ctx, ready, "a.example").Err(); err != redis.Nil {
-		t.Fatalf("a.example with nothing queued still in the ready set: %v", err)
+	// a.example's queue is empty now: parked still, so not taken from.
+	if !parked() {
+		t.Fatal("a.example at its cap with nothing queued is not parked")
 	}
 	if it := take(t, f, 1)[0]; it.Site != "b.example" {
 		t.Fatalf("took %s, want b.example", it.URL)
 	}
+	// Its item settles without a hand-on: out of the ready set, nothing queued.
+	if r := f.Settle(ctx, Settlement{Item: held[0], Outcome: Fetched}); r.Settled != nil {
+		t.Fatal(r.Settled)
+	}
+	if err := f.rdb.ZScore(ctx, ready, "a.example").Err(); err != redis.Nil {
+		t.Fatalf("a.example with nothing queued still in the ready set: %v", err)
+	}
+	flyMatches(t, ctx, f, "the last settlements")
 }

@@ -65,6 +65,12 @@ local function settle(member, how)
   settle_owed() -- no hand-on: the settled item leaves its count now
   local s = tonumber(redis.call('ZSCORE', KEYS[1], site)) -- nil: nothing queued
   local q = qkey(site)
+  if s and s >= PARKED and redis.call('LLEN', q) == 0 then
+    -- Parked by a take that did not ask whether the queue ran out (take):
+    -- nothing queued, so out of the ready set, as take would have left it.
+    redis.call('ZREM', KEYS[1], site)
+    s = nil
+  end
 
   if how == 'fetched' or how == 'skipped' or how == 'failed' then
     if not s then
