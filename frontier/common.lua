@@ -2,7 +2,8 @@
 -- settle.lua and hold.lua (not run on its own). Every script of a shard
 -- takes the same keys, all in the shard's hash tag:
 -- KEYS[1] ready    ZSET site -> server ms from which it may be tried; only sites
---                  with URLs queued; PARKED for a site at its cap
+--                  with URLs queued; PARKED for a site at its cap (whose
+--                  queue may have run out: take does not ask)
 -- KEYS[2] inflight ZSET "<id>\n<site>\n<item json>" -> server ms when it is
 --                  handed out again: the member is the item's whole state,
 --                  so settling one is a ZREM and a worker's ID is the member
@@ -224,7 +225,11 @@ local function tidy()
     end
   end
   for _, site in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], PARKED, PARKED + now(), 'LIMIT', '0', '10')) do
-    redis.call('ZADD', KEYS[1], back_of_line(), site)
+    if redis.call('LLEN', qkey(site)) == 0 then
+      redis.call('ZREM', KEYS[1], site) -- parked with its queue run out (take)
+    else
+      redis.call('ZADD', KEYS[1], back_of_line(), site)
+    end
   end
 end
 

@@ -189,6 +189,38 @@ func TestParkIsBounded(t *testing.T) {
 	notReady(t, f, "parked again: 3 in flight, cap 2")
 }
 
+// A site parked at its cap by the take of its last queued URL (take does
+// not ask whether the queue ran out) is not listed by Sites, is not handed
+// out once its park bound passes but leaves the ready set, and a delay its
+// settlement then reports still holds its next URL back (settle's after).
+func TestParkedWithNothingQueued(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Cap: 2, Shards: 1, Park: 300 * time.Millisecond, Visibility: time.Minute})
+	f.Add(ctx, 0, urls("a.example", 2)...)
+	held := take(t, f, 2)
+	sh := f.lay.Load().shards[0]
+	if s, err := f.rdb.ZScore(ctx, sh.keys[0], "a.example").Result(); err != nil || s < 1e15 {
+		t.Fatalf("a.example at its cap, nothing queued: place %v, %v; want parked", s, err)
+	}
+	if sites, err := f.Sites(ctx); err != nil || len(sites) != 0 {
+		t.Fatalf("Sites: %+v, %v; want none (nothing queued)", sites, err)
+	}
+	time.Sleep(400 * time.Millisecond) // past the park bound
+	var empty *EmptyError
+	if it, err := f.Next(ctx); !errors.As(err, &empty) {
+		t.Fatalf("Next past the park bound: %+v, %v; want nothing to take (2 in flight)", it, err)
+	}
+	if err := f.rdb.ZScore(ctx, sh.keys[0], "a.example").Err(); err != redis.Nil {
+		t.Fatalf("a.example with nothing queued back in the ready set: %v", err)
+	}
+	r := f.Settle(ctx, Settlement{Item: held[0], Outcome: Fetched, Next: true, Prefer: "a.example",
+		Rule: SiteRule{Cap: 1, Delay: time.Minute}, Links: []string{"http://a.example/new"}})
+	if r.Settled != nil || r.Next.Site == "a.example" {
+		t.Fatalf("settle: %v; next %q: want a.example's link kept back by its delay", r.Settled, r.Next.URL)
+	}
+	flyMatches(t, ctx, f, "the settlement")
+}
+
 // NextNear takes from the shard of the site it is given, in one round
 // trip, even when the worker's last look found every shard empty (which
 // makes Next look at every shard first).

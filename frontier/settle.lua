@@ -58,21 +58,23 @@ local function settle(member, how)
     -- Its slot free and no delay: take hands the site's next item on to
     -- this worker (handon), if it has one, without its place in the ready
     -- set being read or moved (take sets it after, as for any site it
-    -- takes from; a site with nothing queued is not in the set).
+    -- takes from; a site with nothing queued is not in the set, or is
+    -- parked: see take).
     handon = site
     return 1
   end
   settle_owed() -- no hand-on: the settled item leaves its count now
   local s = tonumber(redis.call('ZSCORE', KEYS[1], site)) -- nil: nothing queued
   local q = qkey(site)
-  if s and s >= PARKED and redis.call('LLEN', q) == 0 then
+  local done = how == 'fetched' or how == 'skipped' or how == 'failed'
+  if done and s and s >= PARKED and redis.call('LLEN', q) == 0 then
     -- Parked by a take that did not ask whether the queue ran out (take):
     -- nothing queued, so out of the ready set, as take would have left it.
     redis.call('ZREM', KEYS[1], site)
     s = nil
   end
 
-  if how == 'fetched' or how == 'skipped' or how == 'failed' then
+  if done then
     if not s then
       if rd > 0 then -- its next URL, when one comes, waits the delay
         redis.call('HSET', KEYS[6], site, now() + rd)

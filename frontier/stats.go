@@ -145,10 +145,15 @@ func (f *Frontier) Sites(ctx context.Context) ([]SiteQueue, error) {
 			return nil, fmt.Errorf("frontier: sites: %w", err)
 		}
 	}
+	kept := out[:0]
 	for i := range out {
-		out[i].Queued = lens[i].Val()
+		// A site parked at its cap may have nothing queued (take parks
+		// it without asking): not listed.
+		if out[i].Queued = lens[i].Val(); out[i].Queued > 0 {
+			kept = append(kept, out[i])
+		}
 	}
-	return out, nil
+	return kept, nil
 }
 
 // Footprint is the memory the crawl's seen sets take in Redis.
