@@ -118,7 +118,7 @@ redis.call('HSET', KEYS[2], ARGV[2], n)
 redis.call('ZADD', KEYS[3], n, ARGV[2])
 return n`)
 	orphan := redis.NewScript(`return 1`)
-	if err := orphan.Load(ctx, dst).Err(); err != nil { // only the replay's Redis has it: no capture loads it
+	if err := orphan.Load(ctx, dst).Err(); err != nil { // loaded before the replay, which flushes it
 		t.Fatal(err)
 	}
 	binary := "q\"\\\n\r\t\x00\x02\xff é"
@@ -157,17 +157,21 @@ return n`)
 	if !slices.Equal(c.Missing, []string{orphan.Hash()}) {
 		t.Errorf("missing scripts %q; want only %q", c.Missing, orphan.Hash())
 	}
-	r, err := Replay(ctx, dst, c, 4)
+	started := 0
+	r, err := Replay(ctx, dst, c, 4, func() error { started++; return nil })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if started != 1 {
+		t.Errorf("start ran %d times, want once", started)
 	}
 	if r.Commands != len(c.Commands) {
 		t.Errorf("sent %d commands; the capture has %d", r.Commands, len(c.Commands))
 	}
-	// The captured Redis answered the first EVALSHA with NOSCRIPT too (the
-	// client then sent EVAL); the orphan runs here, where it was loaded.
-	if r.Errors != 1 || !strings.HasPrefix(r.FirstError, "NOSCRIPT") {
-		t.Errorf("%d errors, first %q; want the first EVALSHA's NOSCRIPT alone", r.Errors, r.FirstError)
+	// As in the capture: the first EVALSHA meets NOSCRIPT (the client then
+	// sent EVAL), and so does the orphan, flushed with the replay's start.
+	if r.Errors != 2 || !strings.HasPrefix(r.FirstError, "NOSCRIPT") {
+		t.Errorf("%d errors, first %q; want the first EVALSHA's and the orphan's NOSCRIPT", r.Errors, r.FirstError)
 	}
 	if r.Calls < float64(r.Commands+3*20) { // each of the 20 script runs ran 3 commands inside
 		t.Errorf("Redis ran %.0f commands for %d sent; want the scripts' own counted too", r.Calls, r.Commands)
@@ -182,7 +186,12 @@ return n`)
 	if ttl := dst.TTL(ctx, "bin").Val(); ttl <= 0 {
 		t.Errorf("replayed SET EX left TTL %v", ttl)
 	}
-	if _, err := Replay(ctx, dst, c, 0); err == nil {
+	// Again on the same Redis: the same work (its scripts flushed first).
+	again, err := Replay(ctx, dst, c, 50, nil)
+	if err != nil || again.Errors != r.Errors || again.Calls != r.Calls {
+		t.Errorf("a second replay: %d errors, %.0f commands run, %v; the first: %d, %.0f", again.Errors, again.Calls, err, r.Errors, r.Calls)
+	}
+	if _, err := Replay(ctx, dst, c, 0, nil); err == nil {
 		t.Error("depth 0 accepted")
 	}
 }

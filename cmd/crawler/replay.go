@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,10 @@ included), and with --pages, per page. A crawl's own figures move by a third on 
 a replay measures the same work without the crawl around it, and with --callgrind exactly: the
 instructions Redis ran, counted by valgrind, the same on every run. Use it to show what a change
 to a script saves.
+
+The scripts read Redis's clock and a replay runs at its own pace (under callgrind some 50× slower),
+so what depends on time (a lease or a park running out, a crawl delay) can go another way than
+in the crawl: two replays of one capture agree to 0.3 %, two captures of one crawl to 0.7 %.
 
 Capture on a fresh redis-server, so that the scripts' bodies (SCRIPT LOAD, EVAL) are in it:
   redis-server --port 6399 --save '' &
@@ -86,21 +91,21 @@ func runRedisReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 			return err
 		}
 		defer srv.close()
-		addr = srv.addr
 	case addr == "":
 		if addr, stop, err = benchRedis(""); err != nil {
 			return err
 		}
 	}
 	defer stop()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
-	defer rdb.Close()
+	opts := &redis.Options{Addr: addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute, DisableIdentity: true}
+	var start func() error
 	if srv != nil {
-		if err := srv.zero(ctx); err != nil { // count the replay, not the start-up
-			return err
-		}
+		opts.Network, opts.Addr = "unix", srv.sock
+		start = func() error { return srv.zero(ctx) } // count the replay, not the start-up
 	}
-	r, err := bench.Replay(ctx, rdb, c, *depth)
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	r, err := bench.Replay(ctx, rdb, c, *depth, start)
 	if err != nil {
 		return err
 	}
@@ -162,9 +167,10 @@ func writeReplay(w io.Writer, c bench.ReplayCapture, r bench.ReplayResult, depth
 	}
 }
 
-// grindRedis is a private redis-server run under callgrind.
+// grindRedis is a private redis-server run under callgrind, on a unix
+// socket in a directory of its own (no port another server could hold).
 type grindRedis struct {
-	addr, out, dir string
+	sock, out, dir string
 	cmd            *exec.Cmd
 	exited         chan error
 }
@@ -179,25 +185,18 @@ func startGrindRedis(ctx context.Context, out string) (*grindRedis, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &grindRedis{out: out, dir: dir, exited: make(chan error, 1)}
+	g := &grindRedis{sock: filepath.Join(dir, "redis.sock"), out: out, dir: dir, exited: make(chan error, 1)}
 	if g.out == "" {
 		g.out = filepath.Join(dir, "callgrind.out")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	logName := filepath.Join(dir, "redis.log")
+	log, err := os.Create(logName)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	g.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	log, err := os.Create(filepath.Join(dir, "redis.log"))
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	g.cmd = exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+g.out,
-		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	g.cmd = exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+g.out, "redis-server",
+		"--port", "0", "--unixsocket", g.sock, "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", dir)
 	g.cmd.Stdout, g.cmd.Stderr = log, log
 	if err := g.cmd.Start(); err != nil {
 		log.Close()
@@ -209,19 +208,42 @@ func startGrindRedis(ctx context.Context, out string) (*grindRedis, error) {
 		log.Close()
 		g.exited <- err
 	}()
-	deadline := time.Now().Add(time.Minute) // valgrind takes seconds to start
+	deadline := time.NewTimer(time.Minute) // valgrind takes seconds to start
+	defer deadline.Stop()
 	for {
-		conn, err := net.DialTimeout("tcp", g.addr, time.Second)
+		conn, err := net.DialTimeout("unix", g.sock, time.Second)
 		if err == nil {
 			conn.Close()
 			return g, nil
 		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			g.close()
-			return nil, fmt.Errorf("redis-server under callgrind did not listen within a minute: %v (log: %s)", err, filepath.Join(dir, "redis.log"))
+		var why error
+		select {
+		case werr := <-g.exited:
+			g.exited = nil
+			why = fmt.Errorf("redis-server under callgrind exited (%v)", werr)
+		case <-ctx.Done():
+			why = ctx.Err()
+		case <-deadline.C:
+			why = errors.New("redis-server under callgrind did not answer within a minute")
+		case <-time.After(100 * time.Millisecond):
+			continue
 		}
-		time.Sleep(100 * time.Millisecond)
+		tail := logTail(logName)
+		g.close()
+		return nil, fmt.Errorf("%w; its log: %s", why, tail)
 	}
+}
+
+// logTail is the end of a log file, for an error message.
+func logTail(name string) string {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 600 {
+		b = b[len(b)-600:]
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // zero resets callgrind's counts, so that only what follows is counted.
@@ -236,7 +258,7 @@ func (g *grindRedis) zero(ctx context.Context) error {
 // finish shuts the server down (callgrind then writes its profile) and
 // returns the instructions counted since zero.
 func (g *grindRedis) finish(ctx context.Context) (int64, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: g.addr, MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: g.sock, MaxRetries: -1, DisableIdentity: true})
 	_ = rdb.ShutdownNoSave(ctx).Err() // the connection closes: no reply to read
 	rdb.Close()
 	select {
@@ -250,12 +272,18 @@ func (g *grindRedis) finish(ctx context.Context) (int64, error) {
 	return callgrindTotal(g.out)
 }
 
-// close stops the server if it still runs and removes its directory (and
-// the profile, unless --callgrind-out asked to keep it).
+// close stops the server if it still runs (SIGTERM, then SIGKILL after 10 s)
+// and removes its directory (and the profile, unless --callgrind-out asked
+// to keep it elsewhere).
 func (g *grindRedis) close() {
 	if g.exited != nil {
-		g.cmd.Process.Kill()
-		<-g.exited
+		g.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-g.exited:
+		case <-time.After(10 * time.Second):
+			g.cmd.Process.Kill()
+			<-g.exited
+		}
 		g.exited = nil
 	}
 	os.RemoveAll(g.dir)

@@ -79,3 +79,31 @@ func TestRedisReplay(t *testing.T) {
 		t.Errorf("--callgrind without valgrind: exit %d, %q", code, errb.String())
 	}
 }
+
+// callgrindTotal reads a profile's totals line (or an older valgrind's
+// summary line); a profile without one is an error, not 0.
+func TestCallgrindTotal(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		text string
+		want int64
+		ok   bool
+	}{
+		{"# callgrind format\nevents: Ir\nsummary: 123\nfn=main\n1 5\ntotals: 3054905501\n", 3054905501, true},
+		{"events: Ir\nsummary: 77\n", 77, true},
+		{"events: Ir\nfn=main\n1 5\n", 0, false},
+		{"events: Ir\ntotals: lots\n", 0, false},
+	} {
+		name := filepath.Join(dir, "callgrind.out")
+		if err := os.WriteFile(name, []byte(c.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := callgrindTotal(name)
+		if got != c.want || (err == nil) != c.ok {
+			t.Errorf("callgrindTotal(%q) = %d, %v; want %d (ok %v)", c.text, got, err, c.want, c.ok)
+		}
+	}
+	if _, err := callgrindTotal(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing profile read as a count")
+	}
+}
