@@ -310,15 +310,12 @@ local function take(id, prefer)
         f = fly(site, '1')
       end
       local cap, rd = rule(site)
-      if f >= cap and rd == 0 then
-        -- At its cap: parked, back when one settles, without asking
-        -- whether its queue ran out (an LLEN nearly every page of a busy
-        -- site): a site that comes back with nothing queued leaves the
-        -- ready set when next taken from (a queue lost, below). A site
-        -- with a delay is asked, so that its next URL waits the delay
-        -- (settle's after).
-        redis.call('ZADD', KEYS[1], parked(), site)
-      elseif redis.call('LLEN', q) == 0 then
+      -- A site at its cap without a delay is parked without asking whether
+      -- its queue ran out (an LLEN nearly every page of a busy site): one
+      -- that comes back with nothing queued leaves the ready set when next
+      -- taken from (a queue lost, below). A site with a delay is asked, so
+      -- that its next URL waits the delay (settle's after).
+      if (f < cap or rd > 0) and redis.call('LLEN', q) == 0 then
         redis.call('ZREM', KEYS[1], site)
       elseif f >= cap then
         redis.call('ZADD', KEYS[1], parked(), site) -- at its cap: back when one settles

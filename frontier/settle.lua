@@ -41,6 +41,7 @@ local function settle(member, how)
     end
   end
   local f
+  local done = how == 'fetched' or how == 'skipped' or how == 'failed' -- the item's turns end
   local staying = site == stay and (how == 'fetched' or how == 'skipped')
   if staying then
     -- The worker may stay: its next item may be handed on (owed).
@@ -50,7 +51,7 @@ local function settle(member, how)
     end
   end
   f = f or fly(site, '-1')
-  if how == 'fetched' or how == 'skipped' or how == 'failed' then
+  if done then
     count(how == 'failed' and 'failed' or 'done', 1)
     if how == 'skipped' then count('skipped', 1) end
   end
@@ -66,7 +67,6 @@ local function settle(member, how)
   settle_owed() -- no hand-on: the settled item leaves its count now
   local s = tonumber(redis.call('ZSCORE', KEYS[1], site)) -- nil: nothing queued
   local q = qkey(site)
-  local done = how == 'fetched' or how == 'skipped' or how == 'failed'
   if done and s and s >= PARKED and redis.call('LLEN', q) == 0 then
     -- Parked by a take that did not ask whether the queue ran out (take):
     -- nothing queued, so out of the ready set, as take would have left it.
