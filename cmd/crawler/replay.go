@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/polite-crawler/polite/bench"
+	"github.com/polite-crawler/polite/internal/redistest"
 )
 
 const replayUsage = `Usage: crawler redis-replay --capture FILE [--pages N] [--depth N] [--redis HOST:PORT | --callgrind]
@@ -228,22 +229,10 @@ func startGrindRedis(ctx context.Context, out string) (*grindRedis, error) {
 		case <-time.After(100 * time.Millisecond):
 			continue
 		}
-		tail := logTail(logName)
+		tail := redistest.LogTail(logName)
 		g.close()
 		return nil, fmt.Errorf("%w; its log: %s", why, tail)
 	}
-}
-
-// logTail is the end of a log file, for an error message.
-func logTail(name string) string {
-	b, err := os.ReadFile(name)
-	if err != nil {
-		return err.Error()
-	}
-	if len(b) > 600 {
-		b = b[len(b)-600:]
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // zero resets callgrind's counts, so that only what follows is counted.

@@ -129,7 +129,7 @@ func start(bin string, extra []string, useTLS bool) (*Server, error) {
 		return nil, err
 	}
 	if err := s.waitReady(10 * time.Second); err != nil {
-		log := tail(dir + "/redis.log")
+		log := LogTail(dir + "/redis.log")
 		s.Close()
 		return nil, fmt.Errorf("redistest: redis-server on port %d did not come up: %w; log: %s", port, err, log)
 	}
@@ -260,7 +260,9 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-func tail(path string) string {
+// LogTail is the last 10 lines of a redis-server's log at path, joined by
+// " | ", for an error message ("" if it cannot be read).
+func LogTail(path string) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
