@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +36,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "small counts, under a minute: a smoke run (CI); figures are not worth quoting")
 	out := fs.String("out", ".", "directory for BENCHMARKS.md and its SVG charts")
-	redisAddr := fs.String("redis", "", "host:port of a redis-server of the bench's own (it is FLUSHALLed); default: start a private one")
+	redisAddr := fs.String("redis", "", "host:port (or redis://host:port) of a redis-server of the bench's own (it is FLUSHALLed); default: start a private one")
 	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(bench.Sections, ",")+" (default all)")
 	fs.Usage = func() { printUsage(fs, benchUsage) }
 	if err := parseFlags(fs, args); err != nil {
@@ -42,6 +44,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	sections, err := benchSections(fs, *only)
 	if err != nil {
+		return err
+	}
+	if *redisAddr, err = scratchRedis(*redisAddr); err != nil {
 		return err
 	}
 	exe, err := os.Executable()
@@ -80,6 +85,28 @@ func benchRedis(addr string) (_ string, stop func(), err error) {
 		return "", nil, fmt.Errorf("bench runs its own redis-server: %w", err)
 	}
 	return srv.Addr, func() { srv.Close() }, nil
+}
+
+// scratchRedis is the address of a --redis flag naming a Redis that a
+// command FLUSHALLs (bench, redis-replay): host:port, or a redis:// URL
+// with nothing but a host and port, since database, user, password and TLS
+// would be ignored ("" stays ""). Anything else is a usage error, said
+// before anything is flushed or dialled.
+func scratchRedis(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	if strings.Contains(s, "://") {
+		u, err := url.Parse(s)
+		if err != nil || u.Scheme != "redis" || u.User != nil || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" {
+			return "", usageErr("--redis %q: want host:port or redis://host:port (no database, user, password or options: the whole server is FLUSHALLed)", s)
+		}
+		s = u.Host
+	}
+	if host, port, err := net.SplitHostPort(s); err != nil || host == "" || port == "" {
+		return "", usageErr("--redis %q: want host:port or redis://host:port", s)
+	}
+	return s, nil
 }
 
 // benchSections are --only's sections (nil: all); arguments or an unknown

@@ -55,7 +55,7 @@ func runRedisReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 	capture := fs.String("capture", "", "MONITOR capture of a crawl (redis-cli monitor's output; - for stdin)")
 	pages := fs.Int("pages", 0, "pages the captured crawl fetched, for figures per page (0: none)")
 	depth := fs.Int("depth", 50, "commands sent per round trip (1: one at a time)")
-	redisAddr := fs.String("redis", "", "host:port of a redis-server of the replay's own (it is FLUSHALLed); default: start a private one")
+	redisAddr := fs.String("redis", "", "host:port (or redis://host:port) of a redis-server of the replay's own (it is FLUSHALLed); default: start a private one")
 	grind := fs.Bool("callgrind", false, "run the private redis-server under valgrind's callgrind and report the instructions it ran for the replay (needs valgrind; slow: about 50× the replay)")
 	grindOut := fs.String("callgrind-out", "", "with --callgrind, keep callgrind's profile in this file (for callgrind_annotate)")
 	fs.Usage = func() { printUsage(fs, replayUsage) }
@@ -75,6 +75,10 @@ func runRedisReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 		return usageErr("--callgrind runs its own redis-server: leave out --redis")
 	case *grindOut != "" && !*grind:
 		return usageErr("--callgrind-out needs --callgrind")
+	}
+	var err error
+	if *redisAddr, err = scratchRedis(*redisAddr); err != nil {
+		return err
 	}
 	c, err := readCapture(*capture)
 	if err != nil {

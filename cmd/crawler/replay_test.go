@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/polite-crawler/polite/internal/redistest"
 )
 
 // crawler redis-replay replays a capture on a redis-server of its own and
@@ -62,6 +64,9 @@ func TestRedisReplay(t *testing.T) {
 		{[]string{"--capture", capture, "--callgrind", "--redis", "127.0.0.1:1"}, 2, "--callgrind runs its own redis-server"},
 		{[]string{"--capture", capture, "--callgrind-out", "x"}, 2, "--callgrind-out needs --callgrind"},
 		{[]string{"--capture", capture, "extra"}, 2, "unexpected arguments: extra"},
+		{[]string{"--capture", capture, "--redis", "redis://127.0.0.1:1/3"}, 2, "want host:port or redis://host:port (no database"},
+		{[]string{"--capture", capture, "--redis", "rediss://127.0.0.1:1"}, 2, "want host:port or redis://host:port (no database"},
+		{[]string{"--capture", capture, "--redis", "127.0.0.1"}, 2, "want host:port or redis://host:port"},
 		{[]string{"--capture", filepath.Join(dir, "nope")}, 1, "no such file"},
 		{[]string{"--capture", empty}, 1, "no commands to replay"},
 	} {
@@ -70,6 +75,21 @@ func TestRedisReplay(t *testing.T) {
 		if code != c.code || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("redis-replay %q: exit %d, stderr %q; want exit %d and %q", c.args, code, errb.String(), c.code, c.want)
 		}
+	}
+
+	// --redis takes the redis:// URL that crawler run takes, too.
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	out.Reset()
+	if code := dispatch(context.Background(), []string{"redis-replay", "--capture", capture, "--redis", "redis://" + rs.Addr}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "replayed 2 commands") {
+		t.Errorf("--redis redis://%s: exit %d, %s%s", rs.Addr, code, out.String(), errb.String())
+	}
+	if v, err := rs.Client().Get(context.Background(), "pages").Result(); err != nil || v != "2" {
+		t.Errorf("the replay on --redis redis://%s left pages %q, %v; want 2", rs.Addr, v, err)
 	}
 
 	t.Setenv("PATH", dir) // nothing on PATH: no valgrind
