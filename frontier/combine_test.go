@@ -12,12 +12,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// gateHook holds the first pipeline sent until its gate opens (and then
-// panics, with panics set), and records each pipeline's size, its
+// gateHook holds the first pipeline sent (the first hold, with hold set)
+// until its gate opens (and then panics, with panics set), and records each pipeline's size, its
 // context's deadline and its context's ctxKey value.
 type gateHook struct {
 	gate      chan struct{}
 	panics    bool
+	hold      int
 	mu        sync.Mutex
 	sizes     []int
 	deadlines []time.Time
@@ -37,7 +38,7 @@ func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 			return next(ctx, cmds)
 		}
 		h.mu.Lock()
-		first := len(h.sizes) == 0
+		first := len(h.sizes) < max(h.hold, 1)
 		d, _ := ctx.Deadline()
 		h.sizes, h.deadlines, h.values = append(h.sizes, len(cmds)), append(h.deadlines, d), append(h.values, ctx.Value(ctxKey{}))
 		h.mu.Unlock()
@@ -89,12 +90,12 @@ func queued(t *testing.T, c *combiner, n int) {
 	})
 }
 
-// combined is a combiner that never goes beside a stalled round trip, and
-// a client whose first pipeline waits for h's gate; its first caller's
+// combined is a combiner of one lane that never goes beside a stalled
+// round trip, and a client whose first pipeline waits for h's gate; its first caller's
 // round trip is on its way when it returns (done closes after).
 func combined(t *testing.T, h *gateHook) (c *combiner, rdb *redis.Client, done chan struct{}) {
 	t.Helper()
-	c = &combiner{stall: time.Hour}
+	c = &combiner{stall: time.Hour, lanes: 1}
 	rdb = srv.Client()
 	t.Cleanup(func() { rdb.Close() })
 	rdb.AddHook(h)
@@ -156,6 +157,46 @@ func TestCombinerCombines(t *testing.T) {
 		}
 		if n, err := incrs[i].Result(); err != nil || n != int64(i+1) {
 			t.Errorf("caller %d's INCR answered %d, %v: want %d (callers in the order they came)", i, n, err, i+1)
+		}
+	}
+	idle(t, c)
+}
+
+// TestCombinerLanes: callers go at once while fewer than lanes round trips
+// are on their way; the next wait, and go together when one is back.
+func TestCombinerLanes(t *testing.T) {
+	ctx := ctxT(t)
+	h := &gateHook{gate: make(chan struct{}), hold: 2}
+	c := &combiner{stall: time.Hour, lanes: 2}
+	rdb := srv.Client()
+	defer rdb.Close()
+	rdb.AddHook(h)
+	echo := make([]*redis.StringCmd, 4)
+	var wg sync.WaitGroup
+	for i := range echo {
+		echo[i] = redis.NewStringCmd(ctx, "echo", fmt.Sprint(i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.exec(ctx, rdb, []redis.Cmder{echo[i]})
+		}()
+		if i < 2 {
+			eventually(t, fmt.Sprint(i+1, " round trips on their way"), func() bool { return len(h.sent()) == i+1 })
+		} else {
+			queued(t, c, i-1)
+		}
+	}
+	if got := h.sent(); len(got) != 2 {
+		t.Fatalf("pipelines sent with both lanes taken: %v, want the first two callers' only", got)
+	}
+	close(h.gate)
+	waitAll(t, &wg, "every caller returned")
+	if got, want := fmt.Sprint(h.sent()), fmt.Sprint([]int{1, 1, 2}); got != want {
+		t.Errorf("pipelines sent: %s commands each, want %s (the two that waited together)", got, want)
+	}
+	for i, e := range echo {
+		if got, err := e.Result(); err != nil || got != fmt.Sprint(i) {
+			t.Errorf("caller %d: %q, %v", i, got, err)
 		}
 	}
 	idle(t, c)
@@ -264,7 +305,7 @@ func TestCombinerStall(t *testing.T) {
 func TestCombinerPanic(t *testing.T) {
 	ctx := ctxT(t)
 	h := &gateHook{gate: make(chan struct{}), panics: true}
-	c := &combiner{stall: time.Hour}
+	c := &combiner{stall: time.Hour, lanes: 1}
 	rdb := srv.Client()
 	defer rdb.Close()
 	rdb.AddHook(h)
