@@ -36,8 +36,11 @@ The scripts read Redis's clock and a replay runs at its own pace (under callgrin
 so what depends on time (a lease or a park running out, a crawl delay) can go another way than
 in the crawl: two replays of one capture agree to 0.3 %, two captures of one crawl to 0.7 %.
 
-Capture on a fresh redis-server, so that the scripts' bodies (SCRIPT LOAD, EVAL) are in it:
+Capture on a fresh redis-server, so that the scripts' bodies (SCRIPT LOAD, EVAL) are in it, but
+start the crawl once it is past the limiter's restart guard (a Redis younger than a lease grants
+no permits), or the capture holds the idle workers' polls of that wait (5 % of a 6,000-page crawl):
   redis-server --port 6399 --save '' &
+  sleep 12
   redis-cli -p 6399 monitor > crawl.monitor &
   crawler run --redis redis://127.0.0.1:6399 ... ; kill %2
   crawler redis-replay --capture crawl.monitor --pages 6000 --callgrind
