@@ -21,10 +21,22 @@ const seenCacheSlots = 1 << 17
 // one, a script may drop a new URL and forget it (common.lua admit), which
 // then must be sent again. It is emptied when Redis is found to have lost
 // its scripts (a restart, a failover, a flush: see pipelined), since it may
-// have lost the seen sets too. Fingerprint 0 always counts as seen (the seen
+// have lost the seen sets too, and fingerprints sent before it was emptied
+// are not remembered after (the call that sent them may have run before
+// the loss). Fingerprint 0 always counts as seen (the seen
 // sets' sentinel), so an empty slot's 0 is a correct hit.
 type seenCache struct {
 	table atomic.Pointer[[seenCacheSlots]atomic.Uint64]
+	gen   atomic.Uint64 // how many times it was emptied
+}
+
+// generation is how many times the cache was emptied: add takes it as it
+// was before the fingerprints were sent. A nil cache has 0.
+func (c *seenCache) generation() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.gen.Load()
 }
 
 // has reports whether fp is known seen. A nil cache knows nothing.
@@ -36,9 +48,10 @@ func (c *seenCache) has(fp uint64) bool {
 	return t != nil && t[fp&(seenCacheSlots-1)].Load() == fp
 }
 
-// add notes fps as seen.
-func (c *seenCache) add(fps []uint64) {
-	if c == nil || len(fps) == 0 {
+// add notes fps as seen, unless the cache was emptied since generation
+// gen (see generation).
+func (c *seenCache) add(fps []uint64, gen uint64) {
+	if c == nil || len(fps) == 0 || c.gen.Load() != gen {
 		return
 	}
 	t := c.table.Load()
@@ -51,11 +64,16 @@ func (c *seenCache) add(fps []uint64) {
 	for _, fp := range fps {
 		t[fp&(seenCacheSlots-1)].Store(fp)
 	}
+	if c.gen.Load() != gen {
+		// Emptied while we wrote: our table may be one made after it.
+		c.table.CompareAndSwap(t, nil)
+	}
 }
 
-// clear forgets every fingerprint.
+// clear forgets every fingerprint, and those sent before it (see add).
 func (c *seenCache) clear() {
 	if c != nil {
+		c.gen.Add(1)
 		c.table.Store(nil)
 	}
 }

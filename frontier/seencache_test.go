@@ -130,3 +130,26 @@ func TestSeenCacheMadeOnFirstUse(t *testing.T) {
 		t.Fatal("no table after a URL was admitted")
 	}
 }
+
+// Fingerprints whose call was sent before the cache was emptied are not
+// remembered when its answer comes after (the call may have run before
+// Redis lost the seen sets): with several round trips on their way, one
+// can meet NOSCRIPT and empty the cache while another, run before the
+// loss, still waits for its answer.
+func TestSeenCacheSkipsAnswersFromBeforeItWasEmptied(t *testing.T) {
+	var c seenCache
+	c.add([]uint64{7}, c.generation())
+	if !c.has(7) {
+		t.Fatal("a fingerprint added in the current generation is not known")
+	}
+	before := c.generation()
+	c.clear()
+	c.add([]uint64{8}, before) // sent before the clear, answered after
+	if c.has(8) || c.has(7) {
+		t.Fatal("a fingerprint sent before the cache was emptied is known after it")
+	}
+	c.add([]uint64{9}, c.generation())
+	if !c.has(9) {
+		t.Fatal("a fingerprint sent after the cache was emptied is not known")
+	}
+}

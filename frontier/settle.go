@@ -114,7 +114,7 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 	after := f.send(ctx, s.Also, calls, own)
 	errs := f.addAnswers(calls, batches)
 	a, err := f.answer(own)
-	f.sent(links[sh], err)
+	f.sent(links[sh], own, err)
 	switch {
 	case err != nil:
 		errs = append(errs, fmt.Errorf("frontier: %s %s: %w", how, it.URL, err))
@@ -181,7 +181,7 @@ func (f *Frontier) addAnswers(calls []*call, batches []*batch) []error {
 	var errs []error
 	for i, c := range calls {
 		_, err := f.answer(c)
-		f.sent(batches[i], err)
+		f.sent(batches[i], c, err)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("frontier: add: %w", err))
 		}
@@ -258,7 +258,7 @@ func (f *Frontier) added(calls []*call, batches []*batch) (int, error) {
 	var errs []error
 	for i, c := range calls {
 		a, err := f.answer(c)
-		f.sent(batches[i], err)
+		f.sent(batches[i], c, err)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("frontier: add: %w", err))
 		}

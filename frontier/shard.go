@@ -189,7 +189,7 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) {
 
 // batch is the add.lua quadruples of one shard's new URLs, and their
 // fingerprints, remembered (seenCache) once the call that sent them
-// answers.
+// answers, unless the cache was emptied after it was sent.
 type batch struct {
 	quads []any
 	fps   []uint64
@@ -235,11 +235,12 @@ func (bt *batch) args() []any {
 	return bt.quads
 }
 
-// sent remembers the batch's fingerprints as seen once its call answered
-// without error.
-func (f *Frontier) sent(bt *batch, err error) {
+// sent remembers the batch's fingerprints as seen once c, the call that
+// sent them, answered without error (err), unless the cache was emptied
+// since c was sent: c may have run before Redis lost the seen sets.
+func (f *Frontier) sent(bt *batch, c *call, err error) {
 	if err == nil && bt != nil {
-		f.seen.add(bt.fps)
+		f.seen.add(bt.fps, c.gen)
 	}
 }
 
@@ -250,11 +251,12 @@ type call struct {
 	args   []any
 	cmd    *redis.Cmd
 	sh     *shard
+	gen    uint64 // the seen cache's generation when it was sent
 }
 
 // newCall is a call of script on sh with ARGV args(sh, more...).
 func (f *Frontier) newCall(script *redis.Script, sh *shard, more ...any) *call {
-	return &call{script: script, keys: sh.keys, args: f.args(sh, more...), sh: sh}
+	return &call{script: script, keys: sh.keys, args: f.args(sh, more...), sh: sh, gen: f.seen.generation()}
 }
 
 // failed notes that the call did not run: if it was to refresh its shard's
@@ -273,7 +275,7 @@ func (c *call) run(ctx context.Context, s redis.Scripter) {
 
 // pipelined runs, in one round trip, the commands also queues (if not nil)
 // and then calls: combined with other callers' of the process that come
-// while one is on its way (combiner). On a Cluster the pipeline goes to
+// while all its lanes are taken (combiner). On a Cluster the pipeline goes to
 // each node at once, in order within a node. A call that finds Redis without its script
 // (restarted, or SCRIPT FLUSH) did nothing, and runs again on its own, in
 // order, after the others; the process's seen cache is emptied then (see
@@ -291,6 +293,7 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	for _, c := range calls {
 		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			f.seen.clear() // Redis restarted, failed over or was flushed: the seen sets may be gone too
+			c.gen = f.seen.generation()
 			c.run(ctx, f.rdb)
 		}
 		if c.cmd.Err() != nil {
