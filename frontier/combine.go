@@ -27,10 +27,10 @@ const (
 	lanes = 4
 	// stallAfter is how long a caller waits for the round trips on their
 	// way before it goes beside them with the callers queued (a round
-	// trip takes well under a millisecond to a few ms); maxInFlight
-	// bounds the round trips on their way at once.
-	stallAfter  = 100 * time.Millisecond
-	maxInFlight = lanes + 1
+	// trip takes well under a millisecond to a few ms): one round trip
+	// beside the lanes at most, so that a hung connection cannot pile
+	// them up.
+	stallAfter = 100 * time.Millisecond
 )
 
 // combiner sends the pipelines that a process's callers send while lanes
@@ -40,15 +40,17 @@ const (
 // call a settlement. A caller that finds a lane free still goes at once:
 // nothing waits for a timer.
 //
-// Each caller's commands stay together and in order; queued callers go
-// in the order they came (round trips in different lanes may overtake one
-// another, as any two callers' own would). The caller that finds fewer than lanes round trips on
+// Each caller's commands stay together and in order. Callers are taken
+// from the queue in the order they came (a stalled one first), and within
+// one round trip run in that order; separate round trips, in different
+// lanes, keep no order between them, as any two callers' own would not.
+// The caller that finds fewer than lanes round trips on
 // their way sends its own (it leads); one that finds them all taken
 // waits, and when one is back the first waiter leads the next with the
 // callers that came meanwhile. A waiter whose round trips on their way are
-// slow (stallAfter) goes beside them with the callers queued, up to
-// maxInFlight round trips at once, so that a connection that hangs until
-// its timeout does not hold the process.
+// slow (stallAfter) goes beside them with the callers queued, one beside
+// the lanes at most, so that a connection that hangs until its timeout
+// does not hold the process.
 // A caller whose context ends before its commands are sent leaves with its
 // context's error on each command, as a pipeline of its own would; once
 // sent, commands are not cut by one caller's context: a combined round
@@ -122,7 +124,7 @@ func (c *combiner) exec(ctx context.Context, rdb redis.Cmdable, cmds []redis.Cmd
 			done = nil
 		case <-stall.C:
 			c.mu.Lock()
-			if c.busy < maxInFlight && c.remove(me) {
+			if c.busy < c.lanesOr()+1 && c.remove(me) {
 				c.queue = append([]*pending{me}, c.queue...)
 				batch := c.take()
 				c.busy++

@@ -300,6 +300,49 @@ func TestCombinerStall(t *testing.T) {
 	idle(t, c)
 }
 
+// TestCombinerStallBound: callers behind hung round trips in every lane go
+// beside them in one round trip at most; the next wait.
+func TestCombinerStallBound(t *testing.T) {
+	ctx := ctxT(t)
+	h := &gateHook{gate: make(chan struct{}), hold: 3}
+	c := &combiner{stall: 20 * time.Millisecond, lanes: 2}
+	rdb := srv.Client()
+	defer rdb.Close()
+	rdb.AddHook(h)
+	echo := make([]*redis.StringCmd, 5)
+	var wg sync.WaitGroup
+	start := func(i int) {
+		echo[i] = redis.NewStringCmd(ctx, "echo", fmt.Sprint(i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.exec(ctx, rdb, []redis.Cmder{echo[i]})
+		}()
+	}
+	for i := range 2 {
+		start(i)
+		eventually(t, fmt.Sprint(i+1, " round trips on their way"), func() bool { return len(h.sent()) == i+1 })
+	}
+	start(2)
+	start(3)
+	eventually(t, "a stalled caller beside the hung lanes", func() bool { return len(h.sent()) == 3 })
+	start(4)                 // after the one beside has gone
+	time.Sleep(10 * c.stall) // ten stalls: no second round trip may go beside
+	got := h.sent()
+	if len(got) != 3 {
+		t.Fatalf("pipelines sent behind two hung lanes: %v, want one beside them", got)
+	}
+	queued(t, c, 5-2-got[2]) // the rest still wait
+	close(h.gate)
+	waitAll(t, &wg, "every caller returned")
+	for i, e := range echo {
+		if got, err := e.Result(); err != nil || got != fmt.Sprint(i) {
+			t.Errorf("caller %d: %q, %v", i, got, err)
+		}
+	}
+	idle(t, c)
+}
+
 // TestCombinerPanic: a round trip that panics fails its callers' commands
 // and hands the next round trip on; the panic goes on to its leader.
 func TestCombinerPanic(t *testing.T) {
