@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 )
 
 // benchUsage is crawler bench's usage, before its flags.
-const benchUsage = `Usage: crawler bench [--quick] [--out DIR] [--only SECTIONS] [--redis HOST:PORT]
+const benchUsage = `Usage: crawler bench [--quick] [--out DIR] [--only SECTIONS] [--redis HOST:PORT|redis://HOST:PORT]
 
 Measures the limiter against its physical limits (PINGs; a BLPOP/RPUSH token list on a hot
 site) and against Redis in Action's semaphores, and the crawler against the sites' ideal and
@@ -89,24 +90,38 @@ func benchRedis(addr string) (_ string, stop func(), err error) {
 
 // scratchRedis is the address of a --redis flag naming a Redis that a
 // command FLUSHALLs (bench, redis-replay): host:port, or a redis:// URL
-// with nothing but a host and port, since database, user, password and TLS
-// would be ignored ("" stays ""). Anything else is a usage error, said
-// before anything is flushed or dialled.
+// with nothing but a host and a port (6379 when left out, as crawler run
+// reads it), since a database, user, password or options would be ignored
+// while the whole server is flushed ("" stays ""). Anything else is a usage
+// error, said before anything is flushed or dialled.
 func scratchRedis(s string) (string, error) {
 	if s == "" {
 		return "", nil
 	}
+	addr := s
 	if strings.Contains(s, "://") {
 		u, err := url.Parse(s)
-		if err != nil || u.Scheme != "redis" || u.User != nil || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" {
-			return "", usageErr("--redis %q: want host:port or redis://host:port (no database, user, password or options: the whole server is FLUSHALLed)", s)
+		switch {
+		case err != nil:
+			return "", usageErr("--redis %q: %v", s, err)
+		case u.Scheme != "redis":
+			return "", usageErr("--redis %q: only redis:// (no TLS, no unix socket)", s)
+		case u.User != nil || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "":
+			return "", usageErr("--redis %q: want redis://host:port alone (no database, user, password or options: the whole server is FLUSHALLed)", s)
 		}
-		s = u.Host
+		addr = u.Host
+		if u.Port() == "" && u.Hostname() != "" {
+			addr = net.JoinHostPort(u.Hostname(), "6379")
+		}
 	}
-	if host, port, err := net.SplitHostPort(s); err != nil || host == "" || port == "" {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
 		return "", usageErr("--redis %q: want host:port or redis://host:port", s)
 	}
-	return s, nil
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return "", usageErr("--redis %q: port %q is not a port number", s, port)
+	}
+	return addr, nil
 }
 
 // benchSections are --only's sections (nil: all); arguments or an unknown

@@ -23,7 +23,7 @@ import (
 	"github.com/polite-crawler/polite/internal/redistest"
 )
 
-const replayUsage = `Usage: crawler redis-replay --capture FILE [--pages N] [--depth N] [--redis HOST:PORT | --callgrind]
+const replayUsage = `Usage: crawler redis-replay --capture FILE [--pages N] [--depth N] [--redis HOST:PORT|redis://HOST:PORT | --callgrind]
 
 Replays the commands a crawl sent to Redis, captured with MONITOR, against a Redis of its own,
 in order, and reports what they cost Redis: CPU time and commands run (those inside scripts
@@ -37,10 +37,11 @@ so what depends on time (a lease or a park running out, a crawl delay) can go an
 in the crawl: two replays of one capture agree to 0.3 %, two captures of one crawl to 0.7 %.
 
 Capture on a fresh redis-server, so that the scripts' bodies (SCRIPT LOAD, EVAL) are in it, but
-start the crawl once it is past the limiter's restart guard (a Redis younger than a lease grants
-no permits), or the capture holds the idle workers' polls of that wait (5 % of a 6,000-page crawl):
+start the crawl once it is past the limiter's restart guard (a Redis younger than a lease, plus
+the crawl delay and a second, grants a site with no counter no permits), or the capture holds the
+idle workers' polls of that wait (5 % of a 6,000-page crawl):
   redis-server --port 6399 --save '' &
-  sleep 12
+  sleep 12    # the default 10 s lease and no crawl delay; longer with --lease or crawl delays
   redis-cli -p 6399 monitor > crawl.monitor &
   crawler run --redis redis://127.0.0.1:6399 ... ; kill %2
   crawler redis-replay --capture crawl.monitor --pages 6000 --callgrind

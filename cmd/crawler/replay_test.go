@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,8 +66,7 @@ func TestRedisReplay(t *testing.T) {
 		{[]string{"--capture", capture, "--callgrind", "--redis", "127.0.0.1:1"}, 2, "--callgrind runs its own redis-server"},
 		{[]string{"--capture", capture, "--callgrind-out", "x"}, 2, "--callgrind-out needs --callgrind"},
 		{[]string{"--capture", capture, "extra"}, 2, "unexpected arguments: extra"},
-		{[]string{"--capture", capture, "--redis", "redis://127.0.0.1:1/3"}, 2, "want host:port or redis://host:port (no database"},
-		{[]string{"--capture", capture, "--redis", "rediss://127.0.0.1:1"}, 2, "want host:port or redis://host:port (no database"},
+		{[]string{"--capture", capture, "--redis", "redis://127.0.0.1:1/3"}, 2, "want redis://host:port alone (no database"},
 		{[]string{"--capture", capture, "--redis", "127.0.0.1"}, 2, "want host:port or redis://host:port"},
 		{[]string{"--capture", filepath.Join(dir, "nope")}, 1, "no such file"},
 		{[]string{"--capture", empty}, 1, "no commands to replay"},
@@ -125,5 +126,53 @@ func TestCallgrindTotal(t *testing.T) {
 	}
 	if _, err := callgrindTotal(filepath.Join(dir, "missing")); err == nil {
 		t.Error("a missing profile read as a count")
+	}
+}
+
+// scratchRedis takes what crawler run's --redis takes for one server, and
+// refuses the rest with a usage error that quotes the flag as given.
+func TestScratchRedis(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                        "",
+		"127.0.0.1:6399":          "127.0.0.1:6399",
+		"[::1]:6399":              "[::1]:6399",
+		"localhost:1":             "localhost:1",
+		"redis://127.0.0.1:6399":  "127.0.0.1:6399",
+		"redis://127.0.0.1:6399/": "127.0.0.1:6399",
+		"REDIS://h:1":             "h:1",
+		"redis://[::1]:6399":      "[::1]:6399",
+		"redis://h":               "h:6379",
+	} {
+		if got, err := scratchRedis(in); err != nil || got != want {
+			t.Errorf("scratchRedis(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for in, why := range map[string]string{
+		"127.0.0.1":              "want host:port",
+		":6379":                  "want host:port",
+		"h:abc":                  `port "abc" is not a port number`,
+		"h:99999":                `port "99999" is not a port number`,
+		"h:0":                    `port "0" is not a port number`,
+		"redis://":               "want host:port",
+		"redis://:6379":          "want host:port",
+		"redis://h:1/3":          "no database",
+		"redis://u:p@h:1":        "no database, user, password",
+		"redis://h:1?protocol=3": "no database, user, password or options",
+		"rediss://h:1":           "only redis://",
+		"unix:///tmp/r.sock":     "only redis://",
+		"http://h:1":             "only redis://",
+	} {
+		_, err := scratchRedis(in)
+		if err == nil || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), fmt.Sprintf("%q", in)) {
+			t.Errorf("scratchRedis(%q): %v; want a usage error quoting it and saying %q", in, err, why)
+		}
+		if err != nil && !errors.Is(err, errUsage) {
+			t.Errorf("scratchRedis(%q): %v is not a usage error", in, err)
+		}
+	}
+	var out, errb bytes.Buffer // bench refuses it before starting anything
+	if code := dispatch(context.Background(), []string{"bench", "--only", "crawl", "--redis", "redis://127.0.0.1:1/2"}, &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), "no database") {
+		t.Errorf("bench --redis redis://127.0.0.1:1/2: exit %d, %q; want exit 2 and the reason", code, errb.String())
 	}
 }
