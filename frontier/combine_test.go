@@ -119,6 +119,46 @@ func idle(t *testing.T, c *combiner) {
 	}
 }
 
+// laned is a combiner of lanes lanes that goes beside stalled round trips
+// after stall, and a client whose pipelines h holds (see gateHook).
+func laned(t *testing.T, h *gateHook, lanes int, stall time.Duration) (*combiner, *redis.Client) {
+	t.Helper()
+	rdb := srv.Client()
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(h)
+	return &combiner{stall: stall, lanes: lanes}, rdb
+}
+
+// echoes are callers of a combiner, caller i sending ECHO i.
+type echoes struct {
+	cmds []*redis.StringCmd
+	wg   sync.WaitGroup
+}
+
+func newEchoes(n int) *echoes { return &echoes{cmds: make([]*redis.StringCmd, n)} }
+
+// start starts caller i, through c on rdb.
+func (e *echoes) start(ctx context.Context, c *combiner, rdb *redis.Client, i int) {
+	e.cmds[i] = redis.NewStringCmd(ctx, "echo", fmt.Sprint(i))
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		c.exec(ctx, rdb, []redis.Cmder{e.cmds[i]})
+	}()
+}
+
+// check waits for every caller (failing t after 10 s, saying what), and
+// fails t unless each had its own answer.
+func (e *echoes) check(t *testing.T, what string) {
+	t.Helper()
+	waitAll(t, &e.wg, what)
+	for i, cmd := range e.cmds {
+		if got, err := cmd.Result(); err != nil || got != fmt.Sprint(i) {
+			t.Errorf("caller %d: %q, %v", i, got, err)
+		}
+	}
+}
+
 // TestCombinerCombines: pipelines sent while one is on its way go together
 // in the next round trip, at most maxCombined callers each, callers in the
 // order they came, each caller's commands in order and with their own
@@ -167,19 +207,10 @@ func TestCombinerCombines(t *testing.T) {
 func TestCombinerLanes(t *testing.T) {
 	ctx := ctxT(t)
 	h := &gateHook{gate: make(chan struct{}), hold: 2}
-	c := &combiner{stall: time.Hour, lanes: 2}
-	rdb := srv.Client()
-	defer rdb.Close()
-	rdb.AddHook(h)
-	echo := make([]*redis.StringCmd, 4)
-	var wg sync.WaitGroup
-	for i := range echo {
-		echo[i] = redis.NewStringCmd(ctx, "echo", fmt.Sprint(i))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.exec(ctx, rdb, []redis.Cmder{echo[i]})
-		}()
+	c, rdb := laned(t, h, 2, time.Hour)
+	e := newEchoes(4)
+	for i := range e.cmds {
+		e.start(ctx, c, rdb, i)
 		if i < 2 {
 			eventually(t, fmt.Sprint(i+1, " round trips on their way"), func() bool { return len(h.sent()) == i+1 })
 		} else {
@@ -190,14 +221,9 @@ func TestCombinerLanes(t *testing.T) {
 		t.Fatalf("pipelines sent with both lanes taken: %v, want the first two callers' only", got)
 	}
 	close(h.gate)
-	waitAll(t, &wg, "every caller returned")
+	e.check(t, "every caller returned")
 	if got, want := fmt.Sprint(h.sent()), fmt.Sprint([]int{1, 1, 2}); got != want {
 		t.Errorf("pipelines sent: %s commands each, want %s (the two that waited together)", got, want)
-	}
-	for i, e := range echo {
-		if got, err := e.Result(); err != nil || got != fmt.Sprint(i) {
-			t.Errorf("caller %d: %q, %v", i, got, err)
-		}
 	}
 	idle(t, c)
 }
@@ -279,22 +305,11 @@ func TestCombinerStall(t *testing.T) {
 	c.mu.Lock()
 	c.stall = 20 * time.Millisecond
 	c.mu.Unlock()
-	echo := make([]*redis.StringCmd, 3)
-	var wg sync.WaitGroup
-	for i := range echo {
-		echo[i] = redis.NewStringCmd(ctx, "echo", fmt.Sprint(i))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.exec(ctx, rdb, []redis.Cmder{echo[i]})
-		}()
+	e := newEchoes(3)
+	for i := range e.cmds {
+		e.start(ctx, c, rdb, i)
 	}
-	waitAll(t, &wg, "the callers behind a hung round trip went beside it")
-	for i, e := range echo {
-		if got, err := e.Result(); err != nil || got != fmt.Sprint(i) {
-			t.Errorf("caller %d: %q, %v", i, got, err)
-		}
-	}
+	e.check(t, "the callers behind a hung round trip went beside it")
 	close(h.gate)
 	<-first
 	idle(t, c)
@@ -305,28 +320,16 @@ func TestCombinerStall(t *testing.T) {
 func TestCombinerStallBound(t *testing.T) {
 	ctx := ctxT(t)
 	h := &gateHook{gate: make(chan struct{}), hold: 3}
-	c := &combiner{stall: 20 * time.Millisecond, lanes: 2}
-	rdb := srv.Client()
-	defer rdb.Close()
-	rdb.AddHook(h)
-	echo := make([]*redis.StringCmd, 5)
-	var wg sync.WaitGroup
-	start := func(i int) {
-		echo[i] = redis.NewStringCmd(ctx, "echo", fmt.Sprint(i))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.exec(ctx, rdb, []redis.Cmder{echo[i]})
-		}()
-	}
+	c, rdb := laned(t, h, 2, 20*time.Millisecond)
+	e := newEchoes(5)
 	for i := range 2 {
-		start(i)
+		e.start(ctx, c, rdb, i)
 		eventually(t, fmt.Sprint(i+1, " round trips on their way"), func() bool { return len(h.sent()) == i+1 })
 	}
-	start(2)
-	start(3)
+	e.start(ctx, c, rdb, 2)
+	e.start(ctx, c, rdb, 3)
 	eventually(t, "a stalled caller beside the hung lanes", func() bool { return len(h.sent()) == 3 })
-	start(4)                 // after the one beside has gone
+	e.start(ctx, c, rdb, 4)  // after the one beside has gone
 	time.Sleep(10 * c.stall) // ten stalls: no second round trip may go beside
 	got := h.sent()
 	if len(got) != 3 {
@@ -334,12 +337,7 @@ func TestCombinerStallBound(t *testing.T) {
 	}
 	queued(t, c, 5-2-got[2]) // the rest still wait
 	close(h.gate)
-	waitAll(t, &wg, "every caller returned")
-	for i, e := range echo {
-		if got, err := e.Result(); err != nil || got != fmt.Sprint(i) {
-			t.Errorf("caller %d: %q, %v", i, got, err)
-		}
-	}
+	e.check(t, "every caller returned")
 	idle(t, c)
 }
 
