@@ -251,12 +251,12 @@ type call struct {
 	args   []any
 	cmd    *redis.Cmd
 	sh     *shard
-	gen    uint64 // the seen cache's generation when it was sent
+	gen    uint64 // the seen cache's generation when it was sent (pipelined)
 }
 
 // newCall is a call of script on sh with ARGV args(sh, more...).
 func (f *Frontier) newCall(script *redis.Script, sh *shard, more ...any) *call {
-	return &call{script: script, keys: sh.keys, args: f.args(sh, more...), sh: sh, gen: f.seen.generation()}
+	return &call{script: script, keys: sh.keys, args: f.args(sh, more...), sh: sh}
 }
 
 // failed notes that the call did not run: if it was to refresh its shard's
@@ -287,6 +287,7 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	}
 	f.keepCrawl(ctx, pipe)
 	for _, c := range calls {
+		c.gen = f.seen.generation()
 		c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	f.comb.exec(ctx, f.rdb, pipe.Cmds()) // each command's outcome is in its cmd
