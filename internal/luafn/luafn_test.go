@@ -1,0 +1,232 @@
+package luafn
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/polite-crawler/polite/internal/redistest"
+)
+
+var srv *redistest.Server
+
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+
+// A prelude of definitions only, and two scripts using it and KEYS/ARGV.
+const prelude = `
+local function twice(x)
+  return 2 * tonumber(x)
+end
+`
+
+func testLib() *Library {
+	return NewLibrary("luafn_test", prelude, map[string]string{
+		"set":     "redis.call('SET', KEYS[1], twice(ARGV[1]))\nreturn redis.call('GET', KEYS[1])",
+		"argc":    "return {#KEYS, #ARGV}",
+		"nothing": "return 0",
+	})
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// calls is how many times Redis ran each of cmds since stats were reset.
+func calls(t *testing.T, ctx context.Context, rdb *redis.Client, cmds ...string) map[string]int {
+	t.Helper()
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, c := range cmds {
+		_, rest, ok := strings.Cut(info, "cmdstat_"+c+":calls=")
+		if !ok {
+			continue
+		}
+		n := 0
+		for _, r := range rest {
+			if r < '0' || r > '9' {
+				break
+			}
+			n = 10*n + int(r-'0')
+		}
+		got[c] = n
+	}
+	return got
+}
+
+func TestFunctionsOnRedis(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := srv.Client()
+	defer rdb.Close()
+	rdb.FunctionFlush(ctx)
+	lib := testLib()
+	fn := lib.On(rdb)
+	if !strings.HasPrefix(lib.Name(), "luafn_test_") || len(lib.Name()) != len("luafn_test_")+12 {
+		t.Fatalf("library name %q", lib.Name())
+	}
+	if !fn.Functions(ctx) {
+		t.Fatal("redis-server does not run the library as functions")
+	}
+	libs, err := rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: lib.Name()}).Result()
+	if err != nil || len(libs) != 1 || len(libs[0].Functions) != 3 {
+		t.Fatalf("FUNCTION LIST: %v %v, want the library with 3 functions", libs, err)
+	}
+	rdb.ConfigResetStat(ctx)
+	if v, err := lib.Script("set").Run(ctx, fn, []string{"k"}, "21").Text(); err != nil || v != "42" {
+		t.Fatalf("set: %q %v, want 42", v, err)
+	}
+	if v, err := lib.Script("argc").Run(ctx, fn, []string{"a", "b"}, 1, 2, 3).Int64Slice(); err != nil || len(v) != 2 || v[0] != 2 || v[1] != 3 {
+		t.Fatalf("argc: %v %v, want [2 3]", v, err)
+	}
+	if c := calls(t, ctx, rdb, "fcall", "evalsha", "eval"); c["fcall"] != 2 || c["evalsha"]+c["eval"] != 0 {
+		t.Fatalf("commands run: %v, want 2 FCALLs and no script", c)
+	}
+	// The same code is the same library: loading it again changes nothing.
+	if err := testLib().On(rdb).Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Other code is another library, beside it.
+	other := NewLibrary("luafn_test", prelude, map[string]string{"nothing": "return 1"})
+	if other.Name() == lib.Name() {
+		t.Fatal("two libraries of different code share a name")
+	}
+	if v, err := other.Script("nothing").Run(ctx, other.On(rdb), nil).Int(); err != nil || v != 1 {
+		t.Fatalf("the other library: %v %v, want 1", v, err)
+	}
+	if v, err := lib.Script("nothing").Run(ctx, fn, nil).Int(); err != nil || v != 0 {
+		t.Fatalf("the first library beside the other: %v %v, want 0", v, err)
+	}
+}
+
+// A server that lost the library (restarted without persistence, FUNCTION
+// FLUSH): a queued call finds it Missing, and Run loads it again.
+func TestFunctionsLost(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := srv.Client()
+	defer rdb.Close()
+	lib := testLib()
+	fn := lib.On(rdb)
+	if !fn.Functions(ctx) {
+		t.Fatal("not functions")
+	}
+	rdb.FunctionFlush(ctx)
+	pipe := rdb.Pipeline()
+	get := pipe.Get(ctx, "lost:k")
+	cmd := lib.Script("set").Queue(ctx, fn, pipe, []string{"lost:k"}, "2")
+	pipe.Exec(ctx)
+	if !Missing(cmd.Err()) || !strings.Contains(cmd.String(), "fcall") {
+		t.Fatalf("queued call on a flushed server: %v, want Missing", cmd)
+	}
+	if get.Err() != redis.Nil {
+		t.Fatalf("the pipeline's other command: %v", get.Err())
+	}
+	if v, err := lib.Script("set").Run(ctx, fn, []string{"lost:k"}, "2").Text(); err != nil || v != "4" {
+		t.Fatalf("Run after the flush: %q %v, want 4", v, err)
+	}
+	if v, err := lib.Script("set").Queue(ctx, fn, rdb.Pipeline(), nil).Result(); v != nil || err != nil {
+		t.Fatalf("an unexecuted queued call: %v %v", v, err)
+	}
+	if Missing(nil) || Missing(redis.Nil) {
+		t.Fatal("no error, or redis.Nil, Missing")
+	}
+}
+
+// Where the server has no Functions (miniredis, an older Redis), the same
+// code runs as scripts, and a server that lost them runs them whole.
+func TestScriptsWithoutFunctions(t *testing.T) {
+	ctx := ctxT(t)
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	lib := testLib()
+	fn := lib.On(rdb)
+	if fn.Functions(ctx) {
+		t.Fatal("miniredis runs functions?")
+	}
+	if fn.mode.Load() != modeScripts {
+		t.Fatal("not settled on scripts: every call would ask again")
+	}
+	if v, err := lib.Script("set").Run(ctx, fn, []string{"k"}, "5").Text(); err != nil || v != "10" {
+		t.Fatalf("set: %q %v, want 10", v, err)
+	}
+	rdb.ScriptFlush(ctx)
+	pipe := rdb.Pipeline()
+	cmd := lib.Script("argc").Queue(ctx, fn, pipe, []string{"a"}, 1)
+	pipe.Exec(ctx)
+	if !Missing(cmd.Err()) {
+		t.Fatalf("queued EVALSHA of a flushed script: %v, want Missing", cmd.Err())
+	}
+	if v, err := lib.Script("argc").Run(ctx, fn, []string{"a"}, 1).Int64Slice(); err != nil || v[0] != 1 || v[1] != 1 {
+		t.Fatalf("argc: %v %v", v, err)
+	}
+	// The same library, in the same process, on a server that has Functions.
+	real := srv.Client()
+	defer real.Close()
+	if !lib.On(real).Functions(ctx) {
+		t.Fatal("one server without Functions made the library scripts on another")
+	}
+}
+
+// A server that does not answer leaves the question open: the call runs as
+// a script (and fails), and the next asks again.
+func TestFunctionsUnreachable(t *testing.T) {
+	ctx := ctxT(t)
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+	defer dead.Close()
+	fn := testLib().On(dead)
+	if fn.Functions(ctx) {
+		t.Fatal("functions on no server")
+	}
+	if fn.mode.Load() != modeUnknown {
+		t.Fatal("an unreachable server settled the mode")
+	}
+	if err := testLib().Script("nothing").Run(ctx, fn, nil).Err(); err == nil {
+		t.Fatal("a call to no server did not fail")
+	}
+	if fn.mode.Load() != modeUnknown {
+		t.Fatal("an unreachable server settled the mode")
+	}
+}
+
+// A prelude that reads a global at its top level cannot be a library: the
+// server refuses it, and the scripts run as scripts.
+func TestPreludeWithGlobalsRunsAsScripts(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := srv.Client()
+	defer rdb.Close()
+	lib := NewLibrary("luafn_test_bad", "local n = tonumber('1')\n", map[string]string{"n": "return n"})
+	fn := lib.On(rdb)
+	if fn.Functions(ctx) || fn.mode.Load() != modeScripts {
+		t.Fatal("a library reading a global at load ran as functions")
+	}
+	if v, err := lib.Script("n").Run(ctx, fn, nil).Int(); err != nil || v != 1 {
+		t.Fatalf("as a script: %v %v, want 1", v, err)
+	}
+}
+
+func TestBadNames(t *testing.T) {
+	for _, n := range []string{"", "a-b", "a b", "é"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("script name %q accepted", n)
+				}
+			}()
+			NewLibrary("ok", "", map[string]string{n: "return 1"})
+		}()
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Script of an unknown name did not panic")
+		}
+	}()
+	testLib().Script("none")
+}
