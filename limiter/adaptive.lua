@@ -53,8 +53,10 @@ end
 -- struct is Redis's; a Lua without it (the demo's embedded miniredis) gets
 -- this stand-in for the formats used here: '<' then 'B' (a byte) and 'd'
 -- (a little-endian IEEE 754 double; finite, normal or zero values only),
--- and unpack's starting position.
-local struct = rawget(_G, 'struct') or (function()
+-- and unpack's starting position. Looked up when first used (packer), not
+-- here: run as a library of functions (luafn), this file's top level runs
+-- where no global can be read.
+local function struct_standin()
   local function pack_d(x)
     local sign = 0
     if x < 0 then
@@ -109,7 +111,13 @@ local struct = rawget(_G, 'struct') or (function()
       return unpack(out)
     end,
   }
-end)()
+end
+
+local packer_lib
+local function packer()
+  packer_lib = packer_lib or rawget(_G, 'struct') or struct_standin()
+  return packer_lib
+end
 
 local HEALTH_PACK = '<Bdddddddddddddddddddd'
 local HEALTH_FIELDS = '<dddddddddddddddddddd' -- HEALTH_PACK past its version byte
@@ -121,7 +129,7 @@ local function health_parse(raw)
   if not raw or #raw ~= HEALTH_LEN or string.byte(raw, 1) ~= HEALTH_VERSION then
     return nil
   end
-  local h = {struct.unpack(HEALTH_FIELDS, raw, 2)} -- past the version byte
+  local h = {packer().unpack(HEALTH_FIELDS, raw, 2)} -- past the version byte
   h[21] = nil -- unpack's next position
   return h
 end
@@ -132,12 +140,12 @@ local function health_head(raw)
   if not raw or #raw ~= HEALTH_LEN or string.byte(raw, 1) ~= HEALTH_VERSION then
     return 0, 0
   end
-  local _, c, d = struct.unpack('<Bdd', raw)
+  local _, c, d = packer().unpack('<Bdd', raw)
   return c, d
 end
 
 local function health_format(h)
-  return struct.pack(HEALTH_PACK, HEALTH_VERSION, unpack(h, 1, 20))
+  return packer().pack(HEALTH_PACK, HEALTH_VERSION, unpack(h, 1, 20))
 end
 
 -- The controller's parameters, release.lua's ARGV[15], in this order:
@@ -147,7 +155,7 @@ end
 -- slow samples in a row that count as trouble: 14 little-endian doubles
 -- (Adaptive.params), unpacked by one C call.
 local function adapt_params(s)
-  local f, ex, sh, w, wm, cd, d0, dm, b, bm, fg, bmem, a, r = struct.unpack('<dddddddddddddd', s)
+  local f, ex, sh, w, wm, cd, d0, dm, b, bm, fg, bmem, a, r = packer().unpack('<dddddddddddddd', s)
   return {factor = f, excess = ex, share = sh, window = w, winmax = wm, cooldown = cd, delay0 = d0,
     delaymax = dm, backoff = b, backoffmax = bm, forgive = fg, bestmem = bmem, alpha = a, run = r}
 end

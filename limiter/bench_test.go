@@ -152,7 +152,7 @@ func BenchmarkHotSite(b *testing.B) {
 // redisUsage is what a Redis server has spent so far: CPU time of its main
 // thread (used_cpu_user_main_thread + used_cpu_sys_main_thread), and from
 // INFO commandstats the calls of every command (those run by scripts
-// included) and the µs spent in scripts (EVAL and EVALSHA, their inner
+// included) and the µs spent in scripts (EVAL, EVALSHA and FCALL, their inner
 // commands included).
 type redisUsage struct {
 	cpu, scriptUsec, calls float64
@@ -184,7 +184,7 @@ func readUsage(tb testing.TB, rdb *redis.Client) redisUsage {
 			switch {
 			case k == "calls":
 				u.calls += n
-			case k == "usec" && (cmd == "evalsha" || cmd == "eval"):
+			case k == "usec" && (cmd == "evalsha" || cmd == "eval" || cmd == "fcall"):
 				u.scriptUsec += n
 			}
 		}

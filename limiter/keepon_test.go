@@ -31,9 +31,7 @@ func TestKeepOn(t *testing.T) {
 	rdb := newClient(t)
 	rdb.AddHook(rt)
 	l := newLimiter(t, rdb, Options{Mode: ModeAtomic, Lease: 2 * time.Second})
-	if err := releaseScript.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
+	loadScripts(t, ctx, l)
 	a, err := l.AcquireRule(ctx, "keep.example", Rule{Limit: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +272,7 @@ func TestKeepOnLocked(t *testing.T) {
 	}
 }
 
-// A node without the release script (restarted, SCRIPT FLUSH): released
+// A node without the release script (restarted, FUNCTION FLUSH): released
 // and kept share the script's one run alone, and the slot is kept.
 func TestKeepOnNoScript(t *testing.T) {
 	ctx := ctxT(t)
@@ -284,15 +282,14 @@ func TestKeepOnNoScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	loadScripts(t, ctx, l)
+	forgetScripts(t, ctx, rdb)
 	pipe := rdb.Pipeline()
 	released, kept := a.KeepOn(ctx, pipe, Rule{Limit: 1})
-	pipe.Exec(ctx) // NOSCRIPT: released's and kept's to deal with
+	pipe.Exec(ctx) // no function: released's and kept's to deal with
 	k, err := kept()
 	if err != nil || released() != nil || k.ID() != a.ID() {
-		t.Fatalf("after NOSCRIPT: kept %s, %v, released %v", k.ID(), err, released())
+		t.Fatalf("after the function was lost: kept %s, %v, released %v", k.ID(), err, released())
 	}
 	if h, _ := members(t, rdb, l, "noscript-keep.example"); len(h) != 1 || h[0] != a.ID() {
 		t.Fatalf("holders %v, want %s", h, a.ID())

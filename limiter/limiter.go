@@ -43,6 +43,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/polite-crawler/polite/internal/keyname"
+	"github.com/polite-crawler/polite/internal/luafn"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -82,6 +83,7 @@ func (r Rule) normal() Rule {
 // Limiter per process is enough: its waiters share one pub/sub connection.
 type Limiter struct {
 	rdb   redis.UniversalClient
+	fn    *luafn.Conn // the scripts on rdb's servers
 	opts  *Options
 	hub   *hub
 	gates gates // ModeLocked's per-site queues of this process
@@ -105,7 +107,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Limiter {
 		}
 		opts = &o
 	}
-	l := &Limiter{rdb: rdb, opts: opts, hub: newHub(rdb, opts.lease()), err: opts.check()}
+	l := &Limiter{rdb: rdb, fn: lib.On(rdb), opts: opts, hub: newHub(rdb, opts.lease()), err: opts.check()}
 	if a := opts.adaptive(); a.on() {
 		l.adapt, l.params = "1", a.params()
 	}
@@ -262,7 +264,7 @@ func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue
 
 func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule, queue bool) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := acquireScript.Run(ctx, l.rdb, k.all(), l.acquireArgs(id, rule, queue)...).Int64Slice()
+	v, err := acquireScript.Run(ctx, l.fn, k.all(), l.acquireArgs(id, rule, queue)...).Int64Slice()
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
 	}
@@ -280,7 +282,7 @@ func (l *Limiter) acquireArgs(id string, rule Rule, queue bool) []any {
 // under rule, tightened by the site's ceiling when rule.From is set.
 func (l *Limiter) check(ctx context.Context, k keys, id string, rule Rule) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := checkScript.Run(ctx, l.rdb, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)),
+	v, err := checkScript.Run(ctx, l.fn, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)),
 		ceiled(rule), ms(rule.Delay), ms(l.opts.ruleMemory()), l.adapt).Int64Slice()
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: check %s: %w", k.site, err)
@@ -303,7 +305,7 @@ func ceiled(rule Rule) string {
 // removal lets in are told over pub/sub; those in this process are also told
 // here at once, which saves them the trip through Redis.
 func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held bool, out Outcome) (bool, error) {
-	v, err := releaseScript.Run(ctx, l.rdb, k.all(), l.leaveArgs(k, id, rule, held, out)...).Slice()
+	v, err := releaseScript.Run(ctx, l.fn, k.all(), l.leaveArgs(k, id, rule, held, out)...).Slice()
 	return l.left(k, rule, v, err)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/polite-crawler/polite/internal/luafn"
 	"github.com/polite-crawler/polite/internal/ownedkey"
 	"github.com/redis/go-redis/v9"
 )
@@ -63,15 +64,15 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 
 	pipe := l.rdb.Pipeline()
 	set := pipe.SetArgs(ctx, k.lock, token, redis.SetArgs{Mode: "NX", Get: true, TTL: l.opts.lockTTL()})
-	run := lockedScript.EvalSha(ctx, pipe, k.all(), args...)
+	run := lockedScript.Queue(ctx, l.fn, pipe, k.all(), args...)
 	pipe.Exec(ctx) // each command's outcome is read from it
 	holder, serr := set.Result()
 	// Ours: the SET took it, or a retried pipeline's SET found it taken by
 	// its own first attempt.
 	won := errors.Is(serr, redis.Nil) || (serr == nil && holder == token)
 	v, err := run.Int64Slice()
-	if won && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = lockedScript.Eval(ctx, l.rdb, k.all(), args...).Int64Slice()
+	if won && luafn.Missing(err) {
+		v, err = lockedScript.Run(ctx, l.fn, k.all(), args...).Int64Slice()
 	}
 	switch {
 	case err == nil && len(v) > 0 && v[0] != 0:

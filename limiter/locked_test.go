@@ -81,9 +81,8 @@ func TestLockedStallPastLockTTLNeverLowersCounter(t *testing.T) {
 	lb := newLimiter(t, newClient(t), Options{Prefix: prefix, LockTTL: lockTTL})
 	rdb := newClient(t)
 	k := keysFor(prefix, "site")
-	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	loadScripts(t, ctx, la) // settled as functions, then lost: the script runs alone
+	forgetScripts(t, ctx, rdb)
 
 	aGot := make(chan *Permit, 1)
 	go func() {
@@ -154,7 +153,7 @@ func (f *failWrite) DialHook(n redis.DialHook) redis.DialHook { return n }
 func (f *failWrite) ProcessHook(n redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, c redis.Cmder) error {
 		err := n(ctx, c)
-		if name := strings.ToLower(c.Name()); (name == "eval" || name == "evalsha") && err == nil && f.once() {
+		if name := strings.ToLower(c.Name()); (name == "eval" || name == "evalsha" || name == "fcall") && err == nil && f.once() {
 			c.SetErr(errInjected)
 			return errInjected
 		}
@@ -166,7 +165,7 @@ func (f *failWrite) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.Proce
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := n(ctx, cmds)
 		for i := len(cmds) - 1; i >= 0; i-- {
-			if name := strings.ToLower(cmds[i].Name()); name == "zadd" || ((name == "eval" || name == "evalsha") && cmds[i].Err() == nil) {
+			if name := strings.ToLower(cmds[i].Name()); name == "zadd" || ((name == "eval" || name == "evalsha" || name == "fcall") && cmds[i].Err() == nil) {
 				if f.once() {
 					cmds[i].SetErr(errInjected)
 				}
@@ -273,9 +272,8 @@ func TestLockedLeaverUndoDoesNotHoldUpNextBatch(t *testing.T) {
 	if err := other.Set(ctx, k.lock, "other", 5*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := other.ScriptFlush(ctx).Err(); err != nil { // the script then runs alone: stall can hold it
-		t.Fatal(err)
-	}
+	loadScripts(t, ctx, l)
+	forgetScripts(t, ctx, other) // the script then runs alone: stall can hold it
 	acquire := func(ctx context.Context, got chan<- *Permit) {
 		p, err := l.Acquire(ctx, "u", 2)
 		if err != nil && ctx.Err() == nil {
@@ -340,9 +338,7 @@ func TestLockedAcquireOneRoundTrip(t *testing.T) {
 	rdb := newClient(t)
 	rdb.AddHook(rt)
 	l := newLimiter(t, rdb, Options{Mode: ModeLocked})
-	if err := lockedScript.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
+	loadScripts(t, ctx, l)
 	rt.reset()
 	p, err := l.Acquire(ctx, "one.example", 1)
 	if err != nil {
@@ -388,11 +384,9 @@ func (f *loseSetReply) ProcessPipelineHook(n redis.ProcessPipelineHook) redis.Pr
 func TestLockedScriptReplyStands(t *testing.T) {
 	ctx := ctxT(t)
 	rdb := newClient(t)
-	if err := lockedScript.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	rdb.AddHook(&loseSetReply{})
 	l := newLimiter(t, rdb, Options{Mode: ModeLocked})
+	loadScripts(t, ctx, l)
+	rdb.AddHook(&loseSetReply{})
 	p, err := l.Acquire(ctx, "lost.example", 1)
 	if err != nil {
 		t.Fatalf("Acquire: %v; want the script's grant", err)

@@ -50,6 +50,30 @@ func newLimiter(t testing.TB, rdb redis.UniversalClient, o Options) *Limiter {
 	return l
 }
 
+// loadScripts loads the limiter's library on l's server, and settles how
+// l runs it there, so that no call a test counts loads it first.
+func loadScripts(t testing.TB, ctx context.Context, l *Limiter) {
+	t.Helper()
+	if err := l.fn.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !l.fn.Functions(ctx) {
+		t.Fatal("the limiter's scripts do not run as functions on redis-server")
+	}
+}
+
+// forgetScripts makes rdb's server forget the limiter's library and
+// scripts, as a restart without persistence does.
+func forgetScripts(t testing.TB, ctx context.Context, rdb redis.Cmdable) {
+	t.Helper()
+	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func testPrefix(t testing.TB) string {
 	return "t:" + strings.NewReplacer("/", ".", " ", "_").Replace(t.Name())
 }

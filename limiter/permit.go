@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/polite-crawler/polite/internal/luafn"
 )
 
 // Permit is one slot of a site's semaphore, held until Release or until it is
@@ -300,19 +302,19 @@ func (p *Permit) ReleaseOn(ctx context.Context, pipe redis.Pipeliner) (after fun
 // have the script, the reply runs it alone, calling rerun (if not nil)
 // just before.
 func (l *Limiter) releaseOn(ctx context.Context, pipe redis.Pipeliner, k keys, args []any, rerun func()) func() ([]any, error) {
-	cmd := releaseScript.EvalSha(ctx, pipe, k.all(), args...)
+	cmd := releaseScript.Queue(ctx, l.fn, pipe, k.all(), args...)
 	return sync.OnceValues(func() ([]any, error) {
 		v, err := cmd.Slice()
 		switch {
 		case cmd.Err() == nil && cmd.Val() == nil:
 			err = errNotExecuted
-		case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		case luafn.Missing(err):
 			ctx, cancel := releaseCtx(ctx)
 			defer cancel()
 			if rerun != nil {
 				rerun()
 			}
-			v, err = releaseScript.Run(ctx, l.rdb, k.all(), args...).Slice()
+			v, err = releaseScript.Run(ctx, l.fn, k.all(), args...).Slice()
 		}
 		return v, err
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polite-crawler/polite/internal/luafn"
 	"github.com/polite-crawler/polite/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -108,7 +109,7 @@ func releaseOn(t testing.TB, ctx context.Context, rdb redis.UniversalClient, ps 
 		afters = append(afters, p.ReleaseOn(ctx, pipe))
 	}
 	other := pipe.Incr(ctx, "t:releaseon:other")
-	if _, err := pipe.Exec(ctx); err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+	if _, err := pipe.Exec(ctx); err != nil && !luafn.Missing(err) {
 		t.Fatalf("exec: %v", err)
 	}
 	if err := other.Err(); err != nil {
@@ -132,9 +133,7 @@ func TestReleaseOnOneRoundTrip(t *testing.T) {
 		prefix := testPrefix(t)
 		l := newLimiter(t, rdb, Options{Mode: mode, Prefix: prefix})
 		other := newLimiter(t, newClient(t), Options{Mode: mode, Prefix: prefix})
-		if err := releaseScript.Load(ctx, rdb).Err(); err != nil {
-			t.Fatal(err) // (TestReleaseOnNoScript tests the path without it)
-		}
+		loadScripts(t, ctx, l) // (TestReleaseOnNoScript tests the path without it)
 		p, err := l.Acquire(ctx, "rt.example", 1)
 		if err != nil {
 			t.Fatal(err)
@@ -252,9 +251,10 @@ func TestReleaseOnLostPermit(t *testing.T) {
 	})
 }
 
-// When the node has forgotten the script (SCRIPT FLUSH, or a restart), the
-// pipelined EVALSHA finds NOSCRIPT and after runs the release alone; the
-// other commands of the pipeline are unaffected.
+// When the node has forgotten the scripts (FUNCTION FLUSH, or a restart),
+// the pipelined FCALL finds no function and after loads the library again
+// and runs the release alone; the other commands of the pipeline are
+// unaffected.
 func TestReleaseOnNoScript(t *testing.T) {
 	forModes(t, func(t *testing.T, mode Mode) {
 		ctx := ctxT(t)
@@ -266,15 +266,13 @@ func TestReleaseOnNoScript(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
+		forgetScripts(t, ctx, rdb)
 		rt.reset()
 		if errs := releaseOn(t, ctx, rdb, p); errs[0] != nil {
 			t.Fatalf("after: %v", errs[0])
 		}
-		if _, pipes, _, names := rt.counts(); pipes != 1 || !slices.Contains(names, "eval") {
-			t.Fatalf("%d pipelines and single commands %v: want the pipeline, then the script alone", pipes, names)
+		if _, pipes, _, names := rt.counts(); pipes != 1 || !slices.Contains(names, "function") || !slices.Contains(names, "fcall") {
+			t.Fatalf("%d pipelines and single commands %v: want the pipeline, then the library loaded and the release alone", pipes, names)
 		}
 		wantNoEntries(t, rdb, l, "noscript.example", "")
 	})

@@ -3,8 +3,7 @@ package limiter
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/polite-crawler/polite/internal/luafn"
 	"github.com/polite-crawler/polite/internal/servertime"
 )
 
@@ -30,15 +29,20 @@ var (
 	//go:embed status.lua
 	statusLua string
 
-	// prelude starts every script: the server's clock, then common.lua.
-	prelude = servertime.Lua + commonLua
+	// lib is the scripts, run as one library of Redis Functions where the
+	// server has them (luafn); every script's prelude is the server's
+	// clock, then common.lua and the helpers any of them uses.
+	lib = luafn.NewLibrary("polite_limiter", servertime.Lua+commonLua+youngLua+ceilingLua+adaptiveLua, map[string]string{
+		"acquire": acquireLua, "check": checkLua, "release": releaseLua, "locked": lockedLua,
+		"backoff": backoffLua, "status": statusLua,
+	})
 
-	acquireScript = redis.NewScript(prelude + youngLua + ceilingLua + adaptiveLua + acquireLua)
-	checkScript   = redis.NewScript(prelude + ceilingLua + adaptiveLua + checkLua)
-	releaseScript = redis.NewScript(prelude + ceilingLua + adaptiveLua + releaseLua)
-	lockedScript  = redis.NewScript(prelude + youngLua + ceilingLua + adaptiveLua + lockedLua)
-	backoffScript = redis.NewScript(prelude + backoffLua)
-	statusScript  = redis.NewScript(prelude + statusLua)
+	acquireScript = lib.Script("acquire")
+	checkScript   = lib.Script("check")
+	releaseScript = lib.Script("release")
+	lockedScript  = lib.Script("locked")
+	backoffScript = lib.Script("backoff")
+	statusScript  = lib.Script("status")
 )
 
 // Script states, as the scripts return them.

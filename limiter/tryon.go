@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/polite-crawler/polite/internal/luafn"
 )
 
 // TryAcquireRuleOn is TryAcquireRule sent on pipe, so that it shares a
@@ -35,15 +37,15 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 	id := uuid.NewString()
 	sent := l.opts.now()()
 	args := l.acquireArgs(id, rule, false)
-	cmd := acquireScript.EvalSha(ctx, pipe, k.all(), args...)
+	cmd := acquireScript.Queue(ctx, l.fn, pipe, k.all(), args...)
 	return sync.OnceValues(func() (*Permit, error) {
 		v, err := cmd.Int64Slice()
 		switch {
 		case cmd.Err() == nil && cmd.Val() == nil:
 			err = errNotExecuted
-		case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		case luafn.Missing(err):
 			sent = l.opts.now()()
-			v, err = acquireScript.Run(ctx, l.rdb, k.all(), args...).Int64Slice()
+			v, err = acquireScript.Run(ctx, l.fn, k.all(), args...).Int64Slice()
 		}
 		if err != nil {
 			return nil, fmt.Errorf("limiter: acquire %s: %w", k.site, err)

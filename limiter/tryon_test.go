@@ -20,12 +20,7 @@ func TestTryAcquireRuleOn(t *testing.T) {
 	if !l.Pipelines() {
 		t.Fatal("ModeAtomic does not pipeline its try")
 	}
-	if err := releaseScript.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := acquireScript.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
+	loadScripts(t, ctx, l)
 	rule := Rule{Limit: 2}
 	a, err := l.AcquireRule(ctx, "on.example", rule)
 	if err != nil {
@@ -128,21 +123,20 @@ func TestTryAcquireRuleOnLocked(t *testing.T) {
 	}
 }
 
-// A node without the acquire script (restarted, SCRIPT FLUSH): after runs
+// A node without the acquire script (restarted, FUNCTION FLUSH): after runs
 // it alone, and the permit is granted all the same.
 func TestTryAcquireRuleOnNoScript(t *testing.T) {
 	ctx := ctxT(t)
 	rdb := newClient(t)
 	l := newLimiter(t, rdb, Options{Mode: ModeAtomic})
-	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	loadScripts(t, ctx, l)
+	forgetScripts(t, ctx, rdb)
 	pipe := rdb.Pipeline()
 	after := l.TryAcquireRuleOn(ctx, pipe, "noscript.example", Rule{Limit: 1})
-	pipe.Exec(ctx) // NOSCRIPT: after's to deal with
+	pipe.Exec(ctx) // Function not found: after's to deal with
 	p, err := after()
 	if err != nil || p.Err() != nil {
-		t.Fatalf("after NOSCRIPT: %v, %v", err, p.Err())
+		t.Fatalf("after the function was lost: %v, %v", err, p.Err())
 	}
 	if h, _ := members(t, rdb, l, "noscript.example"); len(h) != 1 || h[0] != p.ID() {
 		t.Fatalf("holders %v, want %s", h, p.ID())
