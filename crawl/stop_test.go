@@ -59,7 +59,7 @@ func (h *stopAtNext) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // key is a shard's ready set): once the crawl is seeded, the first is Next's.
 func isNextCall(cmd redis.Cmder) bool {
 	args := cmd.Args()
-	if len(args) <= 3 || !strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") {
+	if len(args) <= 3 || !(strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") || strings.EqualFold(cmd.Name(), "fcall")) {
 		return false
 	}
 	k, _ := args[3].(string)

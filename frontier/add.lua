@@ -5,6 +5,7 @@
 --         is refilled first
 -- ARGV[9..] quadruples: fingerprint, seen bucket, site, item json
 -- Returns {1, admitted, 0, -1}: admitted counts the refilled URLs too.
+begin()
 
 -- refill admits URLs of the overflow (common.lua admit), oldest first, as
 -- far as the page limit now allows (all of them with none): a process with

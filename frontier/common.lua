@@ -32,13 +32,19 @@
 -- site's cap until its visibility timeout, far longer than the permit lease
 -- after which the semaphore (the safety) would let the site be fetched
 -- again. Its score is PARKED plus the server ms when it comes back.
+--
+-- The top level here only defines: run as a library of Redis Functions
+-- (internal/luafn) it runs once, where no global can be read, and its
+-- locals live from one call to the next. So a call's own state (the
+-- arguments below, what it has read and owes) is set by begin, every
+-- script's first statement.
 local PARKED = 1e15
-local park = tonumber(ARGV[7])
+local park -- ARGV[7]
 local SOON = 0.5 -- ready: a score at most now + SOON (round-robin places are
 -- fractions of a millisecond past now, real waits whole milliseconds)
-local base, ttl, vis = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local defcap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
-local delta = {} -- counts increments, written once at the end (keep)
+local base, ttl, vis -- ARGV[1], ARGV[2], ARGV[3]
+local defcap, limit -- ARGV[4], ARGV[5]
+local delta -- counts increments, written once at the end (keep)
 
 -- now is the server ms (servertime.lua's now_ms), read once a call.
 local clock
@@ -92,7 +98,7 @@ end
 -- rule is the site's cap and delay (ms): what a settlement last reported,
 -- or the default cap and no delay; and the stored text (nil: none). A
 -- call reads each site's once.
-local rules = {}
+local rules
 local function rule(site)
   local r = rules[site]
   if r == nil then
@@ -399,4 +405,13 @@ end
 -- scope is the crawl's scope size as Seed noted it.
 local function scope()
   return tonumber(redis.call('HGET', KEYS[3], 'scope') or '0')
+end
+
+-- begin sets the call's state from its arguments, before anything else.
+local function begin()
+  park = tonumber(ARGV[7])
+  base, ttl, vis = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+  defcap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
+  delta, rules = {}, {}
+  clock, back, handon, owed, held = nil, nil, nil, nil, nil
 end

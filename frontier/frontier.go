@@ -78,6 +78,7 @@ import (
 	"time"
 
 	"github.com/polite-crawler/polite/internal/keyname"
+	"github.com/polite-crawler/polite/internal/luafn"
 	"github.com/polite-crawler/polite/internal/servertime"
 	"github.com/polite-crawler/polite/robots"
 	"github.com/redis/go-redis/v9"
@@ -99,13 +100,24 @@ var (
 	//go:embed register.lua
 	registerLua string
 
-	nextScript   = redis.NewScript(servertime.Lua + commonLua + nextLua)
-	addScript    = redis.NewScript(servertime.Lua + commonLua + addLua)
-	settleScript = redis.NewScript(servertime.Lua + commonLua + settleLua)
-	holdScript   = redis.NewScript(servertime.Lua + commonLua + holdLua)
-	// meta.lua and register.lua are on keys of their own, not a shard's.
-	metaScript     = redis.NewScript(servertime.Lua + metaLua)
-	registerScript = redis.NewScript(servertime.Lua + registerLua)
+	// lib is the scripts, run as one library of Redis Functions where the
+	// server has them (internal/luafn), each after the server's clock and
+	// common.lua.
+	lib = luafn.NewLibrary("polite_frontier", servertime.Lua+commonLua, map[string]string{
+		"next": nextLua, "add": addLua, "settle": settleLua, "hold": holdLua, "meta": metaLua, "register": registerLua,
+	})
+
+	nextScript   = lib.Script("next")
+	addScript    = lib.Script("add")
+	settleScript = lib.Script("settle")
+	holdScript   = lib.Script("hold")
+	// meta.lua and register.lua are on keys of their own, not a shard's
+	// (they use none of common.lua).
+	metaScript     = lib.Script("meta")
+	registerScript = lib.Script("register")
+	// registerEval is register.lua whole, for a pipeline that does not look
+	// at its answer (keepCrawl).
+	registerEval = redis.NewScript(servertime.Lua + registerLua)
 )
 
 var (
@@ -248,6 +260,7 @@ type Item struct {
 // Frontier is a crawl's shared queue. It is safe for concurrent use.
 type Frontier struct {
 	rdb redis.Cmdable
+	fn  *luafn.Conn // the scripts on rdb's servers
 	o   Options
 	err error // invalid Options: every call fails with it
 	// meta (the shard count) and scope live in the crawl's own hash tag.
@@ -288,7 +301,7 @@ type Frontier struct {
 // wrapper): the frontier, List and Delete recognise it by its type to
 // send each master its part and to SCAN every master.
 func New(rdb redis.Cmdable, opts *Options) *Frontier {
-	f := &Frontier{rdb: rdb, o: opts.get(), nonce: newNonce()}
+	f := &Frontier{rdb: rdb, fn: lib.On(rdb), o: opts.get(), nonce: newNonce()}
 	if err := keyname.Check("prefix", f.o.Prefix); err != nil {
 		f.err = fmt.Errorf("frontier: options: %w", err)
 	} else if err := keyname.Check("crawl name", f.o.Crawl); err != nil {
@@ -337,7 +350,7 @@ func (f *Frontier) Hold(ctx context.Context, site string, d time.Duration) error
 		return err
 	}
 	c := f.newCall(holdScript, lay.of(site), site, d.Milliseconds())
-	if c.run(ctx, f.rdb); c.cmd.Err() != nil {
+	if c.run(ctx, f.fn); c.cmd.Err() != nil {
 		c.failed()
 		return fmt.Errorf("frontier: hold %s: %w", site, c.cmd.Err())
 	}

@@ -27,6 +27,15 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// forgetScripts makes c's server forget the frontier's library and
+// scripts, as a restart without persistence does.
+func forgetScripts(ctx context.Context, c redis.Cmdable) error {
+	if err := c.FunctionFlush(ctx).Err(); err != nil {
+		return err
+	}
+	return c.ScriptFlush(ctx).Err()
+}
+
 func newFrontier(t testing.TB, o Options) *Frontier {
 	t.Helper()
 	rdb := srv.Client()
@@ -370,7 +379,7 @@ func TestOnMiniredis(t *testing.T) {
 }
 
 // DoneNext is Add, Done and Next in one round trip, each run once, also
-// when Redis has lost the scripts (restart, SCRIPT FLUSH).
+// when Redis has lost the scripts (restart, FUNCTION FLUSH).
 func TestDoneNext(t *testing.T) {
 	for _, flush := range []bool{false, true} {
 		t.Run(fmt.Sprintf("flushed=%v", flush), func(t *testing.T) {
@@ -382,7 +391,7 @@ func TestDoneNext(t *testing.T) {
 				t.Fatal(err)
 			}
 			if flush {
-				if err := f.rdb.ScriptFlush(ctx).Err(); err != nil {
+				if err := forgetScripts(ctx, f.rdb); err != nil {
 					t.Fatal(err)
 				}
 			}

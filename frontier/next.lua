@@ -3,6 +3,7 @@
 -- Returns {1, 0, scope size, 1, id, site, item json} or
 -- {1, 0, scope size, 0, queued, in flight, ms until something may be ready (-1: unknown)}:
 -- the scope only grows, so its size tells a worker when its copy is stale.
+begin()
 local r = take(ARGV[8])
 keep()
 return {1, 0, scope(), r[1], r[2], r[3], r[4], r[5]}

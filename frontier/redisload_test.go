@@ -53,7 +53,7 @@ func readLoad(ctx context.Context, rdb redis.Cmdable) (load, error) {
 				}
 			}
 			l.calls[name] = calls
-			if name == "evalsha" || name == "eval" {
+			if name == "evalsha" || name == "eval" || name == "fcall" {
 				l.scripts += calls
 				l.scriptUsec += usec
 			}

@@ -20,8 +20,9 @@ const seenCacheSlots = 1 << 17
 // admitted it has answered. It is used only without a page limit: past
 // one, a script may drop a new URL and forget it (common.lua admit), which
 // then must be sent again. It is emptied when Redis is found to have lost
-// its scripts (a restart, a failover, a flush: see pipelined), since it may
-// have lost the seen sets too, and fingerprints sent before it was emptied
+// its scripts (a restart, a flush) and when a call fails (a failover: a
+// replica has the functions, but may lack the last writes; see pipelined),
+// since Redis may have lost the seen sets too, and fingerprints sent before it was emptied
 // are not remembered after (the call that sent them may have run before
 // the loss). Fingerprint 0 always counts as seen (the seen
 // sets' sentinel), so an empty slot's 0 is a correct hit.

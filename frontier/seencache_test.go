@@ -2,7 +2,11 @@ package frontier
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/polite-crawler/polite/internal/redistest"
 )
@@ -102,14 +106,57 @@ func TestSeenCacheForgottenWhenRedisLosesScripts(t *testing.T) {
 		t.Fatalf("Add: %d, %v", n, err)
 	}
 	forget(t, ctx, f, "http://a.example/x")
-	if err := f.rdb.ScriptFlush(ctx).Err(); err != nil {
+	if err := forgetScripts(ctx, f.rdb); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := f.Add(ctx, 0, "http://a.example/y"); err != nil || n != 1 { // meets NOSCRIPT
-		t.Fatalf("Add after SCRIPT FLUSH: %d, %v", n, err)
+	if n, err := f.Add(ctx, 0, "http://a.example/y"); err != nil || n != 1 { // finds no function
+		t.Fatalf("Add after FUNCTION FLUSH: %d, %v", n, err)
 	}
 	if n, err := f.Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
 		t.Fatalf("Add of a URL Redis lost: %d, %v; want it sent and admitted", n, err)
+	}
+}
+
+// failNextCall fails the next pipeline's add call, as a connection lost
+// in a failover does, once armed.
+type failNextCall struct{ armed atomic.Bool }
+
+func (h *failNextCall) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *failNextCall) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *failNextCall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if addScript.Is(c) && h.armed.CompareAndSwap(true, false) {
+				err := errors.New("injected: connection reset")
+				c.SetErr(err)
+				return err
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A failover shows only as failed calls (a replica has the functions, but
+// may lack the last writes, the seen sets' included): the process forgets
+// what it knew then too, and sends its links again.
+func TestSeenCacheForgottenWhenACallFails(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	fail := &failNextCall{}
+	f.rdb.(*redis.Client).AddHook(fail)
+	if n, err := f.Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
+	}
+	forget(t, ctx, f, "http://a.example/x") // a write the new master never had
+	if n, _ := f.Add(ctx, 0, "http://a.example/x"); n != 0 {
+		t.Fatal("the cache did not skip x: this test tests nothing")
+	}
+	fail.armed.Store(true)
+	if _, err := f.Add(ctx, 0, "http://a.example/y"); err == nil {
+		t.Fatal("the injected failure did not reach Add")
+	}
+	if n, err := f.Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
+		t.Fatalf("Add of a URL Redis lost, after a failed call: %d, %v; want it sent and admitted", n, err)
 	}
 }
 

@@ -20,6 +20,7 @@
 -- ARGV[16..] links: quadruples as in add.lua
 -- Returns {settled (1, or 0 when the item was no longer held), admitted,
 -- scope size (0: not read), took} and, with took 1 or 0, next.lua's answer.
+begin()
 
 -- stay: the site the worker asks to stay on, when it takes an item now.
 local stay = string.sub(ARGV[14], 1, 1) == '1' and string.sub(ARGV[14], 2) or nil

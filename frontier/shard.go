@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/polite-crawler/polite/internal/luafn"
 )
 
 // layout is a crawl's shards, as stored when the crawl was created.
@@ -184,7 +186,7 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) {
 	pipe.PExpire(ctx, f.meta, f.o.TTL)
 	pipe.PExpire(ctx, f.scope, f.o.TTL)
 	reg := f.registerCall()
-	registerScript.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
+	registerEval.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
 }
 
 // batch is the add.lua quadruples of one shard's new URLs, and their
@@ -246,7 +248,7 @@ func (f *Frontier) sent(bt *batch, c *call, err error) {
 
 // call is one script call, run on its own or queued on a pipeline.
 type call struct {
-	script *redis.Script
+	script *luafn.Script
 	keys   []string
 	args   []any
 	cmd    *redis.Cmd
@@ -255,7 +257,7 @@ type call struct {
 }
 
 // newCall is a call of script on sh with ARGV args(sh, more...).
-func (f *Frontier) newCall(script *redis.Script, sh *shard, more ...any) *call {
+func (f *Frontier) newCall(script *luafn.Script, sh *shard, more ...any) *call {
 	return &call{script: script, keys: sh.keys, args: f.args(sh, more...), sh: sh}
 }
 
@@ -267,19 +269,20 @@ func (c *call) failed() {
 	}
 }
 
-// run runs the call on its own: EVALSHA, or EVAL when Redis does not know
-// the script.
-func (c *call) run(ctx context.Context, s redis.Scripter) {
-	c.cmd = c.script.Run(ctx, s, c.keys, c.args...)
+// run runs the call on its own: FCALL (the library loaded again where
+// Redis lost it), or, where Redis has no Functions, EVALSHA, or EVAL when
+// Redis does not know the script.
+func (c *call) run(ctx context.Context, fn *luafn.Conn) {
+	c.cmd = c.script.Run(ctx, fn, c.keys, c.args...)
 }
 
 // pipelined runs, in one round trip, the commands also queues (if not nil)
 // and then calls: combined with other callers' of the process that come
 // while all its lanes are taken (combiner). On a Cluster the pipeline goes to
 // each node at once, in order within a node. A call that finds Redis without its script
-// (restarted, or SCRIPT FLUSH) did nothing, and runs again on its own, in
-// order, after the others; the process's seen cache is emptied then (see
-// seenCache). It returns what also returned.
+// (restarted, or FUNCTION FLUSH) did nothing, and runs again on its own, in
+// order, after the others; the process's seen cache is emptied then, and
+// when a call fails (see seenCache). It returns what also returned.
 func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) func() error, calls ...*call) (after func() error) {
 	pipe := f.rdb.Pipeline()
 	if also != nil {
@@ -288,16 +291,20 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	f.keepCrawl(ctx, pipe)
 	for _, c := range calls {
 		c.gen = f.seen.generation()
-		c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		c.cmd = c.script.Queue(ctx, f.fn, pipe, c.keys, c.args...)
 	}
 	f.comb.exec(ctx, f.rdb, pipe.Cmds()) // each command's outcome is in its cmd
 	for _, c := range calls {
-		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			f.seen.clear() // Redis restarted, failed over or was flushed: the seen sets may be gone too
+		if err := c.cmd.Err(); err != nil && luafn.Missing(err) {
+			f.seen.clear() // Redis restarted or was flushed: the seen sets may be gone too
 			c.gen = f.seen.generation()
-			c.run(ctx, f.rdb)
+			c.run(ctx, f.fn)
 		}
 		if c.cmd.Err() != nil {
+			// The call's node may have failed over, losing writes not yet
+			// on its replica: as functions (which replicas have too),
+			// that shows only as failed calls.
+			f.seen.clear()
 			c.failed()
 		}
 	}
