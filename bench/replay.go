@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,10 +117,14 @@ type ReplayCapture struct {
 	Commands [][]any        // in the order Redis ran them
 	Skipped  map[string]int // commands left out (notReplayed), by name
 	// Missing are the SHA1s of scripts the capture calls (EVALSHA) but
-	// never loads (SCRIPT LOAD, EVAL): it began after Redis had them, so
+	// never loads (SCRIPT LOAD, EVAL), and the functions it calls (FCALL)
+	// but never loads (FUNCTION LOAD): it began after Redis had them, so
 	// their calls fail in a replay, and the replay is not the crawl's work.
 	Missing []string
 }
+
+// registered finds the functions a library registers, as luafn writes them.
+var registered = regexp.MustCompile(`register_function\('([A-Za-z0-9_]+)'`)
 
 // maxCaptureLine bounds one MONITOR line (a script's body is one line).
 const maxCaptureLine = 16 << 20
@@ -148,6 +153,12 @@ func ReadCapture(r io.Reader) (ReplayCapture, error) {
 			loaded[fmt.Sprintf("%x", sha1.Sum([]byte(args[2])))] = true
 		case (name == "evalsha" || name == "evalsha_ro") && len(args) > 1:
 			called[strings.ToLower(args[1])] = true
+		case name == "function" && len(args) > 2 && strings.EqualFold(args[1], "load"):
+			for _, m := range registered.FindAllStringSubmatch(args[len(args)-1], -1) {
+				loaded[m[1]] = true
+			}
+		case (name == "fcall" || name == "fcall_ro") && len(args) > 1:
+			called[args[1]] = true
 		}
 		cmd := make([]any, len(args))
 		for i, a := range args {
@@ -178,15 +189,16 @@ type ReplayResult struct {
 }
 
 // Replay sends the capture's commands to rdb in order, depth to a round
-// trip, after FLUSHALL, SCRIPT FLUSH and CONFIG RESETSTAT (rdb must be a
-// Redis of the replay's own): with no script loaded, a call the crawl met
-// with NOSCRIPT meets it again, rather than running a script twice.
+// trip, after FLUSHALL, SCRIPT FLUSH, FUNCTION FLUSH and CONFIG RESETSTAT
+// (rdb must be a Redis of the replay's own): with no script or function
+// loaded, a call the crawl met with NOSCRIPT (or no function) meets it
+// again, rather than running a script twice.
 // start, if not nil, runs just before the first command is sent.
 func Replay(ctx context.Context, rdb *redis.Client, c ReplayCapture, depth int, start func() error) (ReplayResult, error) {
 	if depth < 1 {
 		return ReplayResult{}, errors.New("bench: replay depth must be at least 1")
 	}
-	for _, args := range [][]any{{"flushall"}, {"script", "flush"}, {"config", "resetstat"}} {
+	for _, args := range [][]any{{"flushall"}, {"script", "flush"}, {"function", "flush"}, {"config", "resetstat"}} {
 		if err := rdb.Do(ctx, args...).Err(); err != nil {
 			return ReplayResult{}, fmt.Errorf("bench: replay: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/polite-crawler/polite/internal/luafn"
 	"github.com/polite-crawler/polite/internal/redistest"
 )
 
@@ -118,6 +119,9 @@ redis.call('HSET', KEYS[2], ARGV[2], n)
 redis.call('ZADD', KEYS[3], n, ARGV[2])
 return n`)
 	orphan := redis.NewScript(`return 1`)
+	// A library of functions, loaded by its first call inside the capture.
+	lib := luafn.NewLibrary("replay_test", "", map[string]string{"bump": "return redis.call('INCRBY', KEYS[1], ARGV[1])"})
+	fn := lib.On(src)
 	if err := orphan.Load(ctx, dst).Err(); err != nil { // loaded before the replay, which flushes it
 		t.Fatal(err)
 	}
@@ -146,6 +150,14 @@ return n`)
 		if err := src.EvalSha(ctx, orphan.Hash(), nil).Err(); err == nil {
 			t.Fatal("the orphan script ran on the captured Redis")
 		}
+		for i := 0; i < 3; i++ {
+			if err := lib.Script("bump").Run(ctx, fn, []string{"fn"}, 2).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := src.FCall(ctx, "replay_test_orphan", nil).Err(); err == nil {
+			t.Fatal("the orphan function ran on the captured Redis")
+		}
 	})
 	c, err := ReadCapture(strings.NewReader(capture))
 	if err != nil {
@@ -154,8 +166,8 @@ return n`)
 	if c.Skipped["subscribe"] == 0 || c.Skipped["multi"] != 1 || c.Skipped["exec"] != 1 {
 		t.Errorf("left out %v; want the subscription and MULTI/EXEC counted", c.Skipped)
 	}
-	if !slices.Equal(c.Missing, []string{orphan.Hash()}) {
-		t.Errorf("missing scripts %q; want only %q", c.Missing, orphan.Hash())
+	if want := []string{orphan.Hash(), "replay_test_orphan"}; !slices.Equal(c.Missing, want) {
+		t.Errorf("missing scripts %q; want only %q", c.Missing, want)
 	}
 	started := 0
 	r, err := Replay(ctx, dst, c, 4, func() error { started++; return nil })
@@ -169,14 +181,15 @@ return n`)
 		t.Errorf("sent %d commands; the capture has %d", r.Commands, len(c.Commands))
 	}
 	// As in the capture: the first EVALSHA meets NOSCRIPT (the client then
-	// sent EVAL), and so does the orphan, flushed with the replay's start.
-	if r.Errors != 2 || !strings.HasPrefix(r.FirstError, "NOSCRIPT") {
-		t.Errorf("%d errors, first %q; want the first EVALSHA's and the orphan's NOSCRIPT", r.Errors, r.FirstError)
+	// sent EVAL), and so does the orphan, flushed with the replay's start;
+	// the orphan function is not found.
+	if r.Errors != 3 || !strings.HasPrefix(r.FirstError, "NOSCRIPT") {
+		t.Errorf("%d errors, first %q; want the first EVALSHA's and the orphans'", r.Errors, r.FirstError)
 	}
 	if r.Calls < float64(r.Commands+3*20) { // each of the 20 script runs ran 3 commands inside
 		t.Errorf("Redis ran %.0f commands for %d sent; want the scripts' own counted too", r.Calls, r.Commands)
 	}
-	for _, k := range []string{"n", "h", "z", "bin", "l", "s"} {
+	for _, k := range []string{"n", "h", "z", "bin", "l", "s", "fn"} {
 		a, err1 := src.Dump(ctx, k).Result()
 		b, err2 := dst.Dump(ctx, k).Result()
 		if err1 != nil || err2 != nil || a != b {

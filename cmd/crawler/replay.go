@@ -159,7 +159,7 @@ func writeReplay(w io.Writer, c bench.ReplayCapture, r bench.ReplayResult, depth
 		fmt.Fprintf(w, "left out: %s\n", strings.Join(parts, ", "))
 	}
 	if len(c.Missing) > 0 {
-		fmt.Fprintf(w, "scripts called but not loaded in the capture: %d (their calls fail: capture on a fresh redis-server)\n", len(c.Missing))
+		fmt.Fprintf(w, "scripts or functions called but not loaded in the capture: %d (their calls fail: capture on a fresh redis-server)\n", len(c.Missing))
 	}
 	if instr > 0 { // Redis's CPU time under valgrind says nothing
 		fmt.Fprintf(w, "Redis: %d instructions (callgrind), %.0f commands run (those inside scripts included)\n", instr, r.Calls)
