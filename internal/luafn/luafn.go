@@ -15,6 +15,7 @@
 //
 //	#!lua name=<prefix>_<hash>
 //	local KEYS, ARGV
+//	local LIBRARY = true
 //	<prelude>
 //	redis.register_function('<prefix>_<hash>_<script>', function(k, a)
 //	  KEYS, ARGV = k, a
@@ -24,7 +25,10 @@
 // so the prelude must be definitions only: at load time a library can call
 // no global function (not even type or tonumber), and its top-level locals
 // live from one call to the next, so a prelude keeps no state between calls.
-// As a script the same prelude and body run with Redis's KEYS and ARGV.
+// As a script the same prelude and body run with Redis's KEYS and ARGV, and
+// LIBRARY false. A prelude may keep, in a top-level local, what stays true
+// for the life of the Lua VM that runs the library (and tell by LIBRARY
+// whether it does: as a script, a call is the VM's whole life).
 // The hash (of the library's code) names the library and its functions, so
 // processes running different versions share a server without replacing
 // each other's.
@@ -38,6 +42,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -61,9 +66,10 @@ type Library struct {
 // Conn is a Library on one client's servers: how it runs there, settled
 // by the first call. Safe for concurrent use.
 type Conn struct {
-	lib  *Library
-	c    redis.Cmdable
-	mode atomic.Int32
+	lib    *Library
+	c      redis.Cmdable
+	mode   atomic.Int32
+	settle sync.Mutex // one load at a time while the mode is unknown
 }
 
 // On is the library on c's servers (one server, or a Cluster's masters
@@ -100,13 +106,13 @@ func NewLibrary(prefix, prelude string, bodies map[string]string) *Library {
 	}
 	name := prefix + "_" + hex.EncodeToString(h.Sum(nil)[:6])
 	var b strings.Builder
-	b.WriteString("#!lua name=" + name + "\nlocal KEYS, ARGV\n" + prelude)
+	b.WriteString("#!lua name=" + name + "\nlocal KEYS, ARGV\nlocal LIBRARY = true\n" + prelude)
 	for _, n := range names {
 		fmt.Fprintf(&b, "\nredis.register_function('%s_%s', function(k, a)\nKEYS, ARGV = k, a\n%s\nend)\n", name, n, bodies[n])
 	}
 	l := &Library{name: name, code: b.String(), scripts: map[string]*Script{}}
 	for _, n := range names {
-		l.scripts[n] = &Script{lib: l, fn: name + "_" + n, script: redis.NewScript(prelude + "\n" + bodies[n])}
+		l.scripts[n] = &Script{lib: l, fn: name + "_" + n, script: redis.NewScript("local LIBRARY = false\n" + prelude + "\n" + bodies[n])}
 	}
 	return l
 }
@@ -125,11 +131,13 @@ func (l *Library) Script(name string) *Script {
 }
 
 // Functions reports whether the library runs as functions on the
-// servers, loading it there the first time it is asked. A server that
-// answers the load with an error (it has no FUNCTION command, the ACL
-// denies it, it cannot compile the library) runs the scripts, and is not
-// asked again; one that does not answer (a network error) runs them for
-// this call only, and is asked again on the next.
+// servers, loading it there the first time it is asked (one load at a time:
+// the callers that come meanwhile wait for its outcome). A server that has
+// no FUNCTION command, or whose ACL denies it to the user, runs the
+// scripts, and is not asked again; so does one that cannot compile the
+// library (a bug the package's tests catch). Any other failure (the server
+// unreachable, loading, read-only, out of memory) runs them for this call
+// only, and the next call asks again.
 func (c *Conn) Functions(ctx context.Context) bool {
 	switch c.mode.Load() {
 	case modeFunctions:
@@ -137,23 +145,46 @@ func (c *Conn) Functions(ctx context.Context) bool {
 	case modeScripts:
 		return false
 	}
+	c.settle.Lock()
+	defer c.settle.Unlock()
+	if m := c.mode.Load(); m != modeUnknown {
+		return m == modeFunctions
+	}
 	err := c.Load(ctx)
-	var rerr redis.Error
 	switch {
 	case err == nil:
 		c.mode.Store(modeFunctions)
 		return true
-	case errors.As(err, &rerr):
+	case refused(err):
 		c.mode.Store(modeScripts)
 	}
 	return false
 }
 
-// Load loads the library on the server, or on every master of a Cluster;
-// a server that has it already is left as it is.
+// refused: the server answered the load with an error that loading again
+// will not change.
+func refused(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := strings.ToLower(rerr.Error())
+	for _, s := range []string{"unknown command", "unknown subcommand", "noperm", "error registering functions", "error compiling"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Load loads the library on the server, on every master of a Cluster, or
+// on every shard of a Ring; a server that has it already is left as it is.
 func (c *Conn) Load(ctx context.Context) error {
-	if cc, ok := c.c.(*redis.ClusterClient); ok {
+	switch cc := c.c.(type) {
+	case *redis.ClusterClient:
 		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return c.lib.loadOn(ctx, n) })
+	case *redis.Ring:
+		return cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return c.lib.loadOn(ctx, n) })
 	}
 	return c.lib.loadOn(ctx, c.c)
 }
@@ -171,34 +202,50 @@ func (l *Library) loadOn(ctx context.Context, c redis.Cmdable) error {
 
 // Missing reports whether err is a server's answer that it does not have
 // the script or function: it restarted without it, was flushed of it, or is
-// a Cluster master that joined after the library was loaded. Run runs it
-// again.
+// a Cluster master that joined after the library was loaded. Rerun runs
+// it again.
 func Missing(err error) bool {
 	return redis.HasErrorPrefix(err, "NOSCRIPT") || redis.HasErrorPrefix(err, "Function not found")
 }
 
 // Run runs the script on c's servers: FCALL when the library runs as
-// functions there (loaded again, and the call repeated once, where a
-// server has lost it), else EVALSHA, or EVAL where the server does not
-// have the script.
+// functions there, else EVALSHA, or EVAL where the server does not have
+// the script. A server that lost the library gets it again (Rerun).
 func (s *Script) Run(ctx context.Context, c *Conn, keys []string, args ...any) *redis.Cmd {
 	if !c.Functions(ctx) {
 		return s.script.Run(ctx, c.c, keys, args...)
 	}
 	cmd := c.c.FCall(ctx, s.fn, keys, args...)
 	if Missing(cmd.Err()) {
-		if err := c.Load(ctx); err != nil {
-			cmd.SetErr(err)
-			return cmd
-		}
-		cmd = c.c.FCall(ctx, s.fn, keys, args...)
+		return s.Rerun(ctx, c, keys, args...)
+	}
+	return cmd
+}
+
+// Rerun runs the script on c's servers after a call of it found it
+// Missing: the library loaded again, then FCALL; or EVAL, where the
+// library runs as scripts. A server that still lacks the function (c
+// reaches it through a client Load cannot load every node of) runs the
+// script whole.
+func (s *Script) Rerun(ctx context.Context, c *Conn, keys []string, args ...any) *redis.Cmd {
+	if !c.Functions(ctx) {
+		return s.script.Eval(ctx, c.c, keys, args...)
+	}
+	if err := c.Load(ctx); err != nil {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(err)
+		return cmd
+	}
+	cmd := c.c.FCall(ctx, s.fn, keys, args...)
+	if Missing(cmd.Err()) {
+		return s.script.Eval(ctx, c.c, keys, args...)
 	}
 	return cmd
 }
 
 // Queue queues the script on pipe (a pipeline of c's client), FCALL or
 // EVALSHA as Run would choose. Its error after pipe runs may be Missing:
-// then the call did nothing, and Run runs it again.
+// then the call did nothing, and Rerun runs it again.
 func (s *Script) Queue(ctx context.Context, c *Conn, pipe redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
 	if c.Functions(ctx) {
 		return pipe.FCall(ctx, s.fn, keys, args...)

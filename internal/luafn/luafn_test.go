@@ -128,8 +128,16 @@ func TestFunctionsLost(t *testing.T) {
 	if get.Err() != redis.Nil {
 		t.Fatalf("the pipeline's other command: %v", get.Err())
 	}
-	if v, err := lib.Script("set").Run(ctx, fn, []string{"lost:k"}, "2").Text(); err != nil || v != "4" {
-		t.Fatalf("Run after the flush: %q %v, want 4", v, err)
+	rdb.ConfigResetStat(ctx)
+	if v, err := lib.Script("set").Rerun(ctx, fn, []string{"lost:k"}, "2").Text(); err != nil || v != "4" {
+		t.Fatalf("Rerun after the flush: %q %v, want 4", v, err)
+	}
+	if c := calls(t, ctx, rdb, "fcall", "function|load"); c["fcall"] != 1 || c["function|load"] != 1 {
+		t.Fatalf("commands run: %v; want the library loaded and one FCALL", c)
+	}
+	rdb.FunctionFlush(ctx)
+	if v, err := lib.Script("set").Run(ctx, fn, []string{"lost:k"}, "3").Text(); err != nil || v != "6" {
+		t.Fatalf("Run after the flush: %q %v, want 6", v, err)
 	}
 	if v, err := lib.Script("set").Queue(ctx, fn, rdb.Pipeline(), nil).Result(); v != nil || err != nil {
 		t.Fatalf("an unexecuted queued call: %v %v", v, err)
@@ -196,6 +204,55 @@ func TestFunctionsUnreachable(t *testing.T) {
 	}
 }
 
+// A server that refuses the load for now (over maxmemory) leaves the
+// question open; one whose ACL denies FUNCTION settles on scripts, which
+// run there, and run whole again where the server lost them.
+func TestFunctionsRefusedForNowOrForGood(t *testing.T) {
+	ctx := ctxT(t)
+	own, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	rdb := own.Client()
+	defer rdb.Close()
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	fn := testLib().On(rdb)
+	if fn.Functions(ctx) || fn.mode.Load() != modeUnknown {
+		t.Fatalf("over maxmemory: functions %v, mode %d; want scripts for now, unknown", fn.Functions(ctx), fn.mode.Load())
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !fn.Functions(ctx) {
+		t.Fatal("not asked again once the server had room")
+	}
+
+	if err := rdb.Do(ctx, "ACL", "SETUSER", "nofn", "on", ">pw", "~*", "&*", "+@all", "-function").Err(); err != nil {
+		t.Fatal(err)
+	}
+	user := redis.NewClient(&redis.Options{Addr: own.Addr, Username: "nofn", Password: "pw"})
+	defer user.Close()
+	lib := testLib()
+	ufn := lib.On(user)
+	if ufn.Functions(ctx) || ufn.mode.Load() != modeScripts {
+		t.Fatal("a user denied FUNCTION did not settle on scripts")
+	}
+	rdb.ConfigResetStat(ctx)
+	if v, err := lib.Script("set").Run(ctx, ufn, []string{"acl:k"}, "4").Text(); err != nil || v != "8" {
+		t.Fatalf("as a script: %q %v, want 8", v, err)
+	}
+	rdb.ScriptFlush(ctx)
+	if v, err := lib.Script("set").Rerun(ctx, ufn, []string{"acl:k"}, "5").Text(); err != nil || v != "10" {
+		t.Fatalf("rerun as a script: %q %v, want 10", v, err)
+	}
+	if c := calls(t, ctx, rdb, "fcall", "evalsha", "eval"); c["fcall"] != 0 || c["eval"] != 2 || c["evalsha"] != 1 {
+		t.Fatalf("commands run: %v; want EVALSHA (NOSCRIPT), EVAL, then Rerun's EVAL", c)
+	}
+}
+
 // A prelude that reads a global at its top level cannot be a library: the
 // server refuses it, and the scripts run as scripts.
 func TestPreludeWithGlobalsRunsAsScripts(t *testing.T) {
@@ -209,6 +266,21 @@ func TestPreludeWithGlobalsRunsAsScripts(t *testing.T) {
 	}
 	if v, err := lib.Script("n").Run(ctx, fn, nil).Int(); err != nil || v != 1 {
 		t.Fatalf("as a script: %v %v, want 1", v, err)
+	}
+}
+
+func TestIs(t *testing.T) {
+	ctx := context.Background()
+	lib := testLib()
+	set, argc := lib.Script("set"), lib.Script("argc")
+	pipe := redis.NewClient(&redis.Options{}).Pipeline()
+	fcall := pipe.FCall(ctx, set.fn, []string{"k"}, 1)
+	evalsha := set.script.EvalSha(ctx, pipe, []string{"k"}, 1)
+	if !set.Is(fcall) || !set.Is(evalsha) || argc.Is(fcall) || argc.Is(evalsha) {
+		t.Fatal("Is does not tell the script's FCALL and EVALSHA from another's")
+	}
+	if set.Is(pipe.Get(ctx, set.fn)) || set.Is(pipe.Ping(ctx)) {
+		t.Fatal("Is took another command for the script")
 	}
 }
 
