@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/polite-crawler/polite/internal/luafn"
 )
 
 var (
@@ -42,3 +44,11 @@ func (e *BusyError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrBusy) true.
 func (e *BusyError) Unwrap() error { return ErrBusy }
+
+// ScriptMissing reports whether err, a pipeline's error (ReleaseOn,
+// KeepOn, TryAcquireRuleOn), means the node did not have the limiter's
+// script or function: the call did nothing there, and its after runs it
+// again.
+func ScriptMissing(err error) bool {
+	return luafn.Missing(err)
+}

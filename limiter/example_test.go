@@ -90,7 +90,7 @@ func ExamplePermit_ReleaseOn() {
 	pipe := rdb.Pipeline()
 	after := p.ReleaseOn(ctx, pipe)
 	done := pipe.Incr(ctx, "example:pages")
-	if _, err := pipe.Exec(ctx); err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+	if _, err := pipe.Exec(ctx); err != nil && !limiter.ScriptMissing(err) {
 		fmt.Println(err) // the release's own error comes from after
 	}
 	fmt.Println("released:", after(), "recorded:", done.Err() == nil)

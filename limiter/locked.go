@@ -29,8 +29,9 @@ import (
 // The script runs after the SET on the site's node, and checks the token
 // first: every write happens while the lock is ours, as in the book, which
 // takes the lock in a round trip of its own. When the node lacks the script
-// (NOSCRIPT) and the lock was won, the script is sent whole (EVAL), a second
-// round trip. The script's reply decides when it ran: a pipeline that
+// and the lock was won, the library is loaded and the script run alone (or,
+// as scripts, sent whole with EVAL): a round trip or two more. The
+// script's reply decides when it ran: a pipeline that
 // go-redis retried (a timeout) may find, in its SET, the lock its first
 // attempt took, or another's taken since the script released ours.
 //
@@ -72,7 +73,7 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 	won := errors.Is(serr, redis.Nil) || (serr == nil && holder == token)
 	v, err := run.Int64Slice()
 	if won && luafn.Missing(err) {
-		v, err = lockedScript.Run(ctx, l.fn, k.all(), args...).Int64Slice()
+		v, err = lockedScript.Rerun(ctx, l.fn, k.all(), args...).Int64Slice()
 	}
 	switch {
 	case err == nil && len(v) > 0 && v[0] != 0:

@@ -277,11 +277,12 @@ func (p *Permit) Release(ctx context.Context) error {
 //
 // pipe may come from a *redis.Client or a *redis.ClusterClient (the release
 // goes to the site's node) and is best a plain pipeline, not a transaction.
-// The release is one EVALSHA; when the node does not have the script (it
-// restarted, or SCRIPT FLUSH; the first release on a node), after runs it
-// alone, a round trip more. pipe.Exec then returns that NOSCRIPT error (Exec
-// reports the first failed command): check the pipeline's other commands one
-// by one and leave the release's outcome to after. after
+// The release is one FCALL (EVALSHA where Redis has no Functions); when the
+// node does not have it (it restarted without persistence, FUNCTION FLUSH,
+// a Cluster master that joined later), after loads it and runs the release
+// alone, a round trip more. pipe.Exec then returns that error (Exec reports
+// the first failed command; ScriptMissing tells it): check the pipeline's
+// other commands one by one and leave the release's outcome to after. after
 // wakes the waiters of this process the release lets in, as Release does; it
 // may be called more than once and returns the same result. Called before
 // pipe was executed, it returns an error and the slot frees itself when the
@@ -314,7 +315,7 @@ func (l *Limiter) releaseOn(ctx context.Context, pipe redis.Pipeliner, k keys, a
 			if rerun != nil {
 				rerun()
 			}
-			v, err = releaseScript.Run(ctx, l.fn, k.all(), args...).Slice()
+			v, err = releaseScript.Rerun(ctx, l.fn, k.all(), args...).Slice()
 		}
 		return v, err
 	})

@@ -45,7 +45,7 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 			err = errNotExecuted
 		case luafn.Missing(err):
 			sent = l.opts.now()()
-			v, err = acquireScript.Run(ctx, l.fn, k.all(), args...).Int64Slice()
+			v, err = acquireScript.Rerun(ctx, l.fn, k.all(), args...).Int64Slice()
 		}
 		if err != nil {
 			return nil, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
