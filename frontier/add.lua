@@ -4,7 +4,8 @@
 --         Seed gives it (a process joining the crawl), and then the shard
 --         is refilled first
 -- ARGV[9..] quadruples: fingerprint, seen bucket, site, item json
--- Returns {1, admitted, 0, -1}: admitted counts the refilled URLs too.
+-- Returns {1, admitted, 0, -1, instance}: admitted counts the refilled
+-- URLs too; instance as settle.lua's.
 begin()
 
 -- refill admits URLs of the overflow (common.lua admit), oldest first, as
@@ -49,4 +50,4 @@ if ARGV[8] ~= '0' then
 end
 added = added + admit(9)
 keep()
-return {1, added, 0, -1}
+return {1, added, 0, -1, instance_id()}

@@ -407,6 +407,24 @@ local function scope()
   return tonumber(redis.call('HGET', KEYS[3], 'scope') or '0')
 end
 
+-- instance names the Lua VM that runs the library: the server time of its
+-- first call, kept for the VM's life (as a library: LIBRARY). Another means
+-- the library was loaded anew there, because Redis restarted (with its data
+-- or without) or a replica took over: either may have lost the last writes,
+-- the seen sets' among them (see the Go side's seenCache). '' as a script
+-- (there a lost script, NOSCRIPT, tells the same).
+local instance
+local function instance_id()
+  if not LIBRARY then
+    return ''
+  end
+  if not instance then
+    local t = redis.call('TIME')
+    instance = t[1] .. '.' .. t[2]
+  end
+  return instance
+end
+
 -- begin sets the call's state from its arguments, before anything else.
 local function begin()
   park = tonumber(ARGV[7])

@@ -351,7 +351,7 @@ func (f *Frontier) Hold(ctx context.Context, site string, d time.Duration) error
 	}
 	c := f.newCall(holdScript, lay.of(site), site, d.Milliseconds())
 	if c.run(ctx, f.fn); c.cmd.Err() != nil {
-		c.failed()
+		f.failed(c)
 		return fmt.Errorf("frontier: hold %s: %w", site, c.cmd.Err())
 	}
 	return nil

@@ -27,6 +27,23 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// On redis-server the shard scripts run as Redis Functions: the library
+// loads (a prelude that read a global at its top level would not, and the
+// scripts would run as scripts with every other test still passing).
+func TestRunsAsFunctions(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{})
+	if !f.fn.Functions(ctx) {
+		t.Fatal("the frontier's scripts do not run as functions on redis-server")
+	}
+	if n, err := f.Add(ctx, 0, "http://fn.example/"); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
+	}
+	if libs, err := f.rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: lib.Name()}).Result(); err != nil || len(libs) != 1 || len(libs[0].Functions) != 6 {
+		t.Fatalf("FUNCTION LIST: %v %v; want the library's 6 functions", libs, err)
+	}
+}
+
 // forgetScripts makes c's server forget the frontier's library and
 // scripts, as a restart without persistence does.
 func forgetScripts(ctx context.Context, c redis.Cmdable) error {

@@ -19,10 +19,12 @@ const seenCacheSlots = 1 << 17
 // costs nothing. A fingerprint is remembered only once the script that
 // admitted it has answered. It is used only without a page limit: past
 // one, a script may drop a new URL and forget it (common.lua admit), which
-// then must be sent again. It is emptied when Redis is found to have lost
-// its scripts (a restart, a flush) and when a call fails (a failover: a
-// replica has the functions, but may lack the last writes; see pipelined),
-// since Redis may have lost the seen sets too, and fingerprints sent before it was emptied
+// then must be sent again. It is emptied when Redis may have lost writes to
+// the seen sets: a call finds its script or function gone (a restart
+// without the data, a flush), a call fails (see Frontier.failed), or a
+// shard answers from a new instance of the library (a restart from the
+// append-only file or a snapshot, or a failover: the functions stay, the
+// last writes may not; see noteInstance). Fingerprints sent before it was emptied
 // are not remembered after (the call that sent them may have run before
 // the loss). Fingerprint 0 always counts as seen (the seen
 // sets' sentinel), so an empty slot's 0 is a correct hit.

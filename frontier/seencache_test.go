@@ -117,6 +117,40 @@ func TestSeenCacheForgottenWhenRedisLosesScripts(t *testing.T) {
 	}
 }
 
+// Redis restarted with its data (append-only file) has its functions, so
+// no call finds them gone, but it may have lost the last writes: the
+// library's new instance tells, and the process forgets what it knew.
+func TestSeenCacheForgottenWhenRedisRestartsWithItsData(t *testing.T) {
+	ctx := ctxT(t)
+	own, err := redistest.StartAOF("always")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	rdb := own.Client()
+	defer rdb.Close()
+	f := New(rdb, &Options{Crawl: "restarted"})
+	if n, err := f.Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
+	}
+	forget(t, ctx, f, "http://a.example/x") // a write the restarted server does not have
+	if n, _ := f.Add(ctx, 0, "http://a.example/x"); n != 0 {
+		t.Fatal("the cache did not skip x: this test tests nothing")
+	}
+	if err := own.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if libs, err := rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: lib.Name()}).Result(); err != nil || len(libs) != 1 {
+		t.Fatalf("the library after the restart: %v %v; want it restored, so that no call finds it gone", libs, err)
+	}
+	if n, err := f.Add(ctx, 0, "http://a.example/y"); err != nil || n != 1 {
+		t.Fatalf("Add after the restart: %d, %v", n, err)
+	}
+	if n, err := f.Add(ctx, 0, "http://a.example/x"); err != nil || n != 1 {
+		t.Fatalf("Add of a URL Redis lost, after a restart: %d, %v; want it sent and admitted", n, err)
+	}
+}
+
 // failNextCall fails the next pipeline's add call, as a connection lost
 // in a failover does, once armed.
 type failNextCall struct{ armed atomic.Bool }

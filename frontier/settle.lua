@@ -19,7 +19,8 @@
 -- ARGV[15] the take's id (see take; '' with no take)
 -- ARGV[16..] links: quadruples as in add.lua
 -- Returns {settled (1, or 0 when the item was no longer held), admitted,
--- scope size (0: not read), took} and, with took 1 or 0, next.lua's answer.
+-- scope size (0: not read), took} and, with took 1 or 0, next.lua's answer;
+-- then the instance (common.lua instance_id).
 begin()
 
 -- stay: the site the worker asks to stay on, when it takes an item now.
@@ -134,7 +135,7 @@ if string.sub(ARGV[14], 1, 1) == '1' then
   -- The scope size (next.lua's) only on a take that tidies, one in 8 of a
   -- process's on the shard: it only grows, and seldom; 0 is "not read".
   local size = string.sub(ARGV[15], -1) == '0' and scope() or 0
-  return {settled, added, size, r[1], r[2], r[3], r[4], r[5]}
+  return {settled, added, size, r[1], r[2], r[3], r[4], r[5], instance_id()}
 end
 keep()
-return {settled, added, 0, -1}
+return {settled, added, 0, -1, instance_id()}

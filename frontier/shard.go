@@ -32,6 +32,9 @@ type shard struct {
 	kept atomic.Int64
 	// takes counts this process's takes on the shard (takeID).
 	takes atomic.Uint64
+	// instance is the last instance its scripts answered from (common.lua
+	// instance_id; "" none yet, or as scripts).
+	instance atomic.Pointer[string]
 }
 
 // seenBuckets is how many seen SETs a shard splits its fingerprints over,
@@ -261,9 +264,13 @@ func (f *Frontier) newCall(script *luafn.Script, sh *shard, more ...any) *call {
 	return &call{script: script, keys: sh.keys, args: f.args(sh, more...), sh: sh}
 }
 
-// failed notes that the call did not run: if it was to refresh its shard's
-// TTLs, the next call of the process will.
-func (c *call) failed() {
+// failed notes that c did not run (or its answer was lost): if it was to
+// refresh its shard's TTLs, the next call of the process will. The seen
+// cache is emptied too: the call's node may have failed over, losing writes
+// not yet on its replica (the new master's instance tells that too, at
+// its first answer: noteInstance).
+func (f *Frontier) failed(c *call) {
+	f.seen.clear()
 	if c.sh != nil && c.args[5] != "0" {
 		c.sh.kept.Store(0)
 	}
@@ -280,9 +287,10 @@ func (c *call) run(ctx context.Context, fn *luafn.Conn) {
 // and then calls: combined with other callers' of the process that come
 // while all its lanes are taken (combiner). On a Cluster the pipeline goes to
 // each node at once, in order within a node. A call that finds Redis without its script
-// (restarted, or FUNCTION FLUSH) did nothing, and runs again on its own, in
-// order, after the others; the process's seen cache is emptied then, and
-// when a call fails (see seenCache). It returns what also returned.
+// (restarted without its data, FUNCTION FLUSH) did nothing, and runs again
+// on its own, in order, after the others; the process's seen cache is
+// emptied then, and when a call fails (see seenCache). It returns what
+// also returned.
 func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) func() error, calls ...*call) (after func() error) {
 	pipe := f.rdb.Pipeline()
 	if also != nil {
@@ -296,19 +304,28 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	f.comb.exec(ctx, f.rdb, pipe.Cmds()) // each command's outcome is in its cmd
 	for _, c := range calls {
 		if err := c.cmd.Err(); err != nil && luafn.Missing(err) {
-			f.seen.clear() // Redis restarted or was flushed: the seen sets may be gone too
+			f.seen.clear() // Redis restarted without its data or was flushed: the seen sets may be gone too
 			c.gen = f.seen.generation()
-			c.run(ctx, f.fn)
+			c.cmd = c.script.Rerun(ctx, f.fn, c.keys, c.args...)
 		}
 		if c.cmd.Err() != nil {
-			// The call's node may have failed over, losing writes not yet
-			// on its replica: as functions (which replicas have too),
-			// that shows only as failed calls.
-			f.seen.clear()
-			c.failed()
+			f.failed(c)
 		}
 	}
 	return after
+}
+
+// noteInstance notes the instance a script of sh answered from: another
+// than the last (Redis restarted, or a replica took over, since) empties
+// the seen cache, before the answer's own batch is remembered, which then
+// is not (sent).
+func (f *Frontier) noteInstance(sh *shard, inst string) {
+	if sh == nil || inst == "" {
+		return
+	}
+	if old := sh.instance.Swap(&inst); old != nil && *old != inst {
+		f.seen.clear()
+	}
 }
 
 // answer is a shard script's reply (see settle.lua).
@@ -325,16 +342,18 @@ func (f *Frontier) answer(c *call) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	if len(v) < 4 {
+	if len(v) != 5 && len(v) != 9 {
 		return answer{}, fmt.Errorf("script returned %d values", len(v))
 	}
+	inst, _ := v[len(v)-1].(string)
+	f.noteInstance(c.sh, inst)
 	var a answer
 	settled, _ := v[0].(int64)
 	added, _ := v[1].(int64)
 	scope, _ := v[2].(int64)
 	a.settled, a.added, a.took = settled == 1, int(added), -1
 	f.noteScopeLen(scope)
-	if took, _ := v[3].(int64); len(v) == 8 {
+	if took, _ := v[3].(int64); len(v) == 9 {
 		a.took = took
 	}
 	switch a.took {
