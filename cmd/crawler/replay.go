@@ -36,7 +36,7 @@ The scripts read Redis's clock and a replay runs at its own pace (under callgrin
 so what depends on time (a lease or a park running out, a crawl delay) can go another way than
 in the crawl: two replays of one capture agree to 0.3 %, two captures of one crawl to 0.7 %.
 
-Capture on a fresh redis-server, so that the scripts' bodies (SCRIPT LOAD, EVAL) are in it, but
+Capture on a fresh redis-server, so that the scripts' code (FUNCTION LOAD; SCRIPT LOAD or EVAL) is in it, but
 start the crawl once it is past the limiter's restart guard (a Redis younger than a lease, plus
 the crawl delay and a second, grants a site with no counter no permits), or the capture holds the
 idle workers' polls of that wait (5 % of a 6,000-page crawl):
