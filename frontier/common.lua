@@ -407,12 +407,13 @@ local function scope()
   return tonumber(redis.call('HGET', KEYS[3], 'scope') or '0')
 end
 
--- instance names the Lua VM that runs the library: the server time of its
--- first call, kept for the VM's life (as a library: LIBRARY). Another means
--- the library was loaded anew there, because Redis restarted (with its data
--- or without) or a replica took over: either may have lost the last writes,
--- the seen sets' among them (see the Go side's seenCache). '' as a script
--- (there a lost script, NOSCRIPT, tells the same).
+-- instance names this load of the library on its server: the server time
+-- of its first call, kept for as long as the library stays loaded (as a
+-- library: LIBRARY; loading other libraries leaves it). Another means the
+-- library was loaded anew there, because Redis restarted (with its data or
+-- without), a replica took over or resynced: any of these may have lost
+-- the last writes, the seen sets' among them (see the Go side's
+-- seenCache). '' as a script (there a lost script, NOSCRIPT, tells the same).
 local instance
 local function instance_id()
   if not LIBRARY then

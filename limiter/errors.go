@@ -46,9 +46,10 @@ func (e *BusyError) Error() string {
 func (e *BusyError) Unwrap() error { return ErrBusy }
 
 // ScriptMissing reports whether err, a pipeline's error (ReleaseOn,
-// KeepOn, TryAcquireRuleOn), means the node did not have the limiter's
-// script or function: the call did nothing there, and its after runs it
-// again.
+// KeepOn, TryAcquireRuleOn), means a node did not have a script or
+// function the pipeline called: if it was the limiter's, that call did
+// nothing there and its after runs it again (the pipeline's first error
+// is all Exec reports: another command's may hide it, or be it).
 func ScriptMissing(err error) bool {
 	return luafn.Missing(err)
 }

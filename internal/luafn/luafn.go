@@ -27,8 +27,10 @@
 // live from one call to the next, so a prelude keeps no state between calls.
 // As a script the same prelude and body run with Redis's KEYS and ARGV, and
 // LIBRARY false. A prelude may keep, in a top-level local, what stays true
-// for the life of the Lua VM that runs the library (and tell by LIBRARY
-// whether it does: as a script, a call is the VM's whole life).
+// for as long as the library stays loaded on its server (until a restart,
+// a full resync of a replica, FUNCTION FLUSH or RESTORE; loading other
+// libraries leaves it), and tell by LIBRARY whether it does: as a script,
+// a call is its whole life.
 // The hash (of the library's code) names the library and its functions, so
 // processes running different versions share a server without replacing
 // each other's.
@@ -42,8 +44,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -66,16 +68,22 @@ type Library struct {
 // Conn is a Library on one client's servers: how it runs there, settled
 // by the first call. Safe for concurrent use.
 type Conn struct {
-	lib    *Library
-	c      redis.Cmdable
-	mode   atomic.Int32
-	settle sync.Mutex // one load at a time while the mode is unknown
+	lib   *Library
+	c     redis.Cmdable
+	mode  atomic.Int32
+	turn  chan struct{} // one load at a time while the mode is unknown (a 1-slot lock)
+	after atomic.Int64  // unix ns before which a failed load is not tried again
 }
+
+// retryLoad is how long after a load failed for a reason that may pass
+// (the server unreachable, loading, out of memory) the calls run as scripts
+// before the load is tried again.
+const retryLoad = time.Second
 
 // On is the library on c's servers (one server, or a Cluster's masters
 // when c is a *redis.ClusterClient).
 func (l *Library) On(c redis.Cmdable) *Conn {
-	return &Conn{lib: l, c: c}
+	return &Conn{lib: l, c: c, turn: make(chan struct{}, 1)}
 }
 
 // Script is one script of a Library.
@@ -131,13 +139,14 @@ func (l *Library) Script(name string) *Script {
 }
 
 // Functions reports whether the library runs as functions on the
-// servers, loading it there the first time it is asked (one load at a time:
-// the callers that come meanwhile wait for its outcome). A server that has
-// no FUNCTION command, or whose ACL denies it to the user, runs the
-// scripts, and is not asked again; so does one that cannot compile the
-// library (a bug the package's tests catch). Any other failure (the server
-// unreachable, loading, read-only, out of memory) runs them for this call
-// only, and the next call asks again.
+// servers, loading it there the first time it is asked. One load runs at a
+// time; the callers that come meanwhile wait for its outcome (or their ctx)
+// and run as scripts if it failed. A server that has no FUNCTION command,
+// or whose ACL denies it to the user, runs the scripts, and is not asked
+// again; so does one that cannot compile the library (a bug the package's
+// tests catch). After any other failure (the server unreachable, loading,
+// read-only, out of memory) the calls run as scripts, and the load is tried
+// again a second later.
 func (c *Conn) Functions(ctx context.Context) bool {
 	switch c.mode.Load() {
 	case modeFunctions:
@@ -145,9 +154,16 @@ func (c *Conn) Functions(ctx context.Context) bool {
 	case modeScripts:
 		return false
 	}
-	c.settle.Lock()
-	defer c.settle.Unlock()
-	if m := c.mode.Load(); m != modeUnknown {
+	if time.Now().UnixNano() < c.after.Load() {
+		return false
+	}
+	select {
+	case c.turn <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-c.turn }()
+	if m := c.mode.Load(); m != modeUnknown || time.Now().UnixNano() < c.after.Load() {
 		return m == modeFunctions
 	}
 	err := c.Load(ctx)
@@ -157,6 +173,8 @@ func (c *Conn) Functions(ctx context.Context) bool {
 		return true
 	case refused(err):
 		c.mode.Store(modeScripts)
+	default:
+		c.after.Store(time.Now().Add(retryLoad).UnixNano())
 	}
 	return false
 }
@@ -184,7 +202,18 @@ func (c *Conn) Load(ctx context.Context) error {
 	case *redis.ClusterClient:
 		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return c.lib.loadOn(ctx, n) })
 	case *redis.Ring:
-		return cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return c.lib.loadOn(ctx, n) })
+		var loaded atomic.Int32
+		err := cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
+			if err := c.lib.loadOn(ctx, n); err != nil {
+				return err
+			}
+			loaded.Add(1)
+			return nil
+		})
+		if err == nil && loaded.Load() == 0 {
+			err = fmt.Errorf("luafn: load %s: no shard of the ring is up", c.lib.name)
+		}
+		return err
 	}
 	return c.lib.loadOn(ctx, c.c)
 }
@@ -224,17 +253,17 @@ func (s *Script) Run(ctx context.Context, c *Conn, keys []string, args ...any) *
 
 // Rerun runs the script on c's servers after a call of it found it
 // Missing: the library loaded again, then FCALL; or EVAL, where the
-// library runs as scripts. A server that still lacks the function (c
-// reaches it through a client Load cannot load every node of) runs the
-// script whole.
+// library runs as scripts. Where the load fails, or the server still lacks
+// the function (c reaches it through a client Load cannot load every node
+// of), the script runs whole.
 func (s *Script) Rerun(ctx context.Context, c *Conn, keys []string, args ...any) *redis.Cmd {
 	if !c.Functions(ctx) {
 		return s.script.Eval(ctx, c.c, keys, args...)
 	}
 	if err := c.Load(ctx); err != nil {
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(err)
-		return cmd
+		// (A Cluster master down fails the load everywhere: this call's
+		// own node may be up.)
+		return s.script.Eval(ctx, c.c, keys, args...)
 	}
 	cmd := c.c.FCall(ctx, s.fn, keys, args...)
 	if Missing(cmd.Err()) {

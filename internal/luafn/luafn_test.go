@@ -226,6 +226,14 @@ func TestFunctionsRefusedForNowOrForGood(t *testing.T) {
 	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
+	rdb.ConfigResetStat(ctx)
+	if fn.Functions(ctx) || fn.Functions(ctx) {
+		t.Fatal("a load that failed was tried again at once")
+	}
+	if c := calls(t, ctx, rdb, "function|load"); c["function|load"] != 0 {
+		t.Fatalf("%d loads within a second of the failed one", c["function|load"])
+	}
+	fn.after.Store(0) // a second later
 	if !fn.Functions(ctx) {
 		t.Fatal("not asked again once the server had room")
 	}
@@ -250,6 +258,32 @@ func TestFunctionsRefusedForNowOrForGood(t *testing.T) {
 	}
 	if c := calls(t, ctx, rdb, "fcall", "evalsha", "eval"); c["fcall"] != 0 || c["eval"] != 2 || c["evalsha"] != 1 {
 		t.Fatalf("commands run: %v; want EVALSHA (NOSCRIPT), EVAL, then Rerun's EVAL", c)
+	}
+}
+
+// A server that cannot be given the library again when a call finds it
+// gone (here the ACL denies the load; on a Cluster, another master down
+// fails it) runs the call as a script: it did nothing, and its own node
+// may well be up.
+func TestRerunWhenTheLoadFails(t *testing.T) {
+	ctx := ctxT(t)
+	own, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	rdb := own.Client()
+	defer rdb.Close()
+	if err := rdb.Do(ctx, "ACL", "SETUSER", "noload", "on", ">pw", "~*", "&*", "+@all", "-function|load").Err(); err != nil {
+		t.Fatal(err)
+	}
+	user := redis.NewClient(&redis.Options{Addr: own.Addr, Username: "noload", Password: "pw"})
+	defer user.Close()
+	lib := testLib()
+	fn := lib.On(user)
+	fn.mode.Store(modeFunctions) // settled while the library was there
+	if v, err := lib.Script("set").Rerun(ctx, fn, []string{"k"}, "6").Text(); err != nil || v != "12" {
+		t.Fatalf("rerun with the load refused: %q %v, want 12 (the script whole)", v, err)
 	}
 }
 
