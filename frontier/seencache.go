@@ -26,10 +26,10 @@ const seenCacheSlots = 1 << 17
 // append-only file or a snapshot, or a failover: the functions stay, the
 // last writes may not; see noteInstance). Links it left out before the
 // answer that tells (that call's own among them) are not sent again: a URL
-// Redis lost then waits for the next page that links to it. Fingerprints sent before it was emptied
-// are not remembered after (the call that sent them may have run before
-// the loss). Fingerprint 0 always counts as seen (the seen
-// sets' sentinel), so an empty slot's 0 is a correct hit.
+// Redis lost then waits for the next page that links to it. Fingerprints
+// sent before it was emptied are not remembered after (the call that sent
+// them may have run before the loss). Fingerprint 0 always counts as seen
+// (the seen sets' sentinel), so an empty slot's 0 is a correct hit.
 type seenCache struct {
 	table atomic.Pointer[[seenCacheSlots]atomic.Uint64]
 	gen   atomic.Uint64 // how many times it was emptied

@@ -88,7 +88,6 @@ func (l *Library) On(c redis.Cmdable) *Conn {
 
 // Script is one script of a Library.
 type Script struct {
-	lib    *Library
 	fn     string        // its function's name
 	script *redis.Script // the same code as a script
 }
@@ -120,7 +119,7 @@ func NewLibrary(prefix, prelude string, bodies map[string]string) *Library {
 	}
 	l := &Library{name: name, code: b.String(), scripts: map[string]*Script{}}
 	for _, n := range names {
-		l.scripts[n] = &Script{lib: l, fn: name + "_" + n, script: redis.NewScript("local LIBRARY = false\n" + prelude + "\n" + bodies[n])}
+		l.scripts[n] = &Script{fn: name + "_" + n, script: redis.NewScript("local LIBRARY = false\n" + prelude + "\n" + bodies[n])}
 	}
 	return l
 }

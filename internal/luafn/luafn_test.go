@@ -2,6 +2,7 @@ package luafn
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/polite-crawler/polite/internal/redisinfo"
 	"github.com/polite-crawler/polite/internal/redistest"
 )
 
@@ -46,20 +48,34 @@ func calls(t *testing.T, ctx context.Context, rdb *redis.Client, cmds ...string)
 	}
 	got := map[string]int{}
 	for _, c := range cmds {
-		_, rest, ok := strings.Cut(info, "cmdstat_"+c+":calls=")
-		if !ok {
-			continue
+		if v, ok := redisinfo.Field(info, "cmdstat_"+c); ok {
+			n, _ := strconv.Atoi(strings.TrimPrefix(strings.Split(v, ",")[0], "calls="))
+			got[c] = n
 		}
-		n := 0
-		for _, r := range rest {
-			if r < '0' || r > '9' {
-				break
-			}
-			n = 10*n + int(r-'0')
-		}
-		got[c] = n
 	}
 	return got
+}
+
+// ownServer is a redis-server of the test's own (it changes the server's
+// configuration or ACL), its admin client, and a client of the user made
+// there by ACL SETUSER with rules (user, password pw, all keys and
+// channels, all commands, then rules).
+func ownServer(t *testing.T, ctx context.Context, user string, rules ...any) (admin, as *redis.Client) {
+	t.Helper()
+	own, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(own.Close)
+	admin = own.Client()
+	t.Cleanup(func() { admin.Close() })
+	setuser := append([]any{"ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all"}, rules...)
+	if err := admin.Do(ctx, setuser...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	as = redis.NewClient(&redis.Options{Addr: own.Addr, Username: user, Password: "pw"})
+	t.Cleanup(func() { as.Close() })
+	return admin, as
 }
 
 func TestFunctionsOnRedis(t *testing.T) {
@@ -209,13 +225,7 @@ func TestFunctionsUnreachable(t *testing.T) {
 // run there, and run whole again where the server lost them.
 func TestFunctionsRefusedForNowOrForGood(t *testing.T) {
 	ctx := ctxT(t)
-	own, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer own.Close()
-	rdb := own.Client()
-	defer rdb.Close()
+	rdb, user := ownServer(t, ctx, "nofn", "-function")
 	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -238,11 +248,6 @@ func TestFunctionsRefusedForNowOrForGood(t *testing.T) {
 		t.Fatal("not asked again once the server had room")
 	}
 
-	if err := rdb.Do(ctx, "ACL", "SETUSER", "nofn", "on", ">pw", "~*", "&*", "+@all", "-function").Err(); err != nil {
-		t.Fatal(err)
-	}
-	user := redis.NewClient(&redis.Options{Addr: own.Addr, Username: "nofn", Password: "pw"})
-	defer user.Close()
 	lib := testLib()
 	ufn := lib.On(user)
 	if ufn.Functions(ctx) || ufn.mode.Load() != modeScripts {
@@ -267,18 +272,7 @@ func TestFunctionsRefusedForNowOrForGood(t *testing.T) {
 // may well be up.
 func TestRerunWhenTheLoadFails(t *testing.T) {
 	ctx := ctxT(t)
-	own, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer own.Close()
-	rdb := own.Client()
-	defer rdb.Close()
-	if err := rdb.Do(ctx, "ACL", "SETUSER", "noload", "on", ">pw", "~*", "&*", "+@all", "-function|load").Err(); err != nil {
-		t.Fatal(err)
-	}
-	user := redis.NewClient(&redis.Options{Addr: own.Addr, Username: "noload", Password: "pw"})
-	defer user.Close()
+	_, user := ownServer(t, ctx, "noload", "-function|load")
 	lib := testLib()
 	fn := lib.On(user)
 	fn.mode.Store(modeFunctions) // settled while the library was there
