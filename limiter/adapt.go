@@ -1,9 +1,7 @@
 package limiter
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -219,11 +217,7 @@ func (a *Adaptive) params() string {
 		min(def(z.Smoothing, 0.25), 1),
 		float64(def(z.SlowRun, 2)),
 	}
-	b := make([]byte, 0, 8*len(v))
-	for _, x := range v {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
-	}
-	return string(b)
+	return nums(v...)
 }
 
 // check reports the first field out of range, wrapping ErrInvalid.
@@ -256,24 +250,26 @@ func (a *Adaptive) check() error {
 	return nil
 }
 
-// adaptArgs are release.lua's ARGV[10..15] for an outcome o: nothing to
-// record when adaptive politeness is off.
-func (l *Limiter) adaptArgs(o Outcome) []any {
+// adaptNums are release.lua's adaptive numbers for an outcome o: on (1),
+// its class, time to first and to last byte ms (-1: not measured), the
+// backoff's jitter; all 0 (nothing to record) when adaptive politeness is
+// off.
+func (l *Limiter) adaptNums(o Outcome) [5]float64 {
 	if l.adapt == "" {
-		return []any{"", 0, -1, -1, 0, ""}
+		return [5]float64{}
 	}
 	if o.Class < OutcomeNone || o.Class > OutcomeConnError {
 		o.Class = OutcomeNone
 	}
-	return []any{"1", int(o.Class), msf(o.TTFB), msf(o.TTLB), rand.Float64()*2 - 1, l.params}
+	return [5]float64{1, float64(o.Class), msf(o.TTFB), msf(o.TTLB), rand.Float64()*2 - 1}
 }
 
 // msf is d in ms with a fraction, -1 when d is not positive (not measured).
-func msf(d time.Duration) string {
+func msf(d time.Duration) float64 {
 	if d <= 0 {
-		return "-1"
+		return -1
 	}
-	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
+	return float64(d) / float64(time.Millisecond)
 }
 
 // tightened is r under a health record's effective cap (0: not reduced)

@@ -50,75 +50,6 @@ end
 -- same layout (status.go: healthVersion, healthLen, SiteStatus.health) and
 -- must change with it.
 --
--- struct is Redis's; a Lua without it (the demo's embedded miniredis) gets
--- this stand-in for the formats used here: '<' then 'B' (a byte) and 'd'
--- (a little-endian IEEE 754 double; finite, normal or zero values only),
--- and unpack's starting position. Looked up when first used (packer), not
--- here: run as a library of functions (luafn), this file's top level runs
--- where no global can be read.
-local function struct_standin()
-  local function pack_d(x)
-    local sign = 0
-    if x < 0 then
-      sign, x = 1, -x
-    end
-    local m, e = 0, 0
-    if x > 0 then
-      m, e = math.frexp(x) -- x = m * 2^e, 0.5 <= m < 1
-      m, e = (m * 2 - 1) * 2 ^ 52, e + 1022
-    end
-    local b = {}
-    for i = 1, 6 do
-      b[i] = m % 256
-      m = math.floor(m / 256)
-    end
-    b[7] = (e % 16) * 16 + m
-    b[8] = sign * 128 + math.floor(e / 16)
-    return string.char(unpack(b))
-  end
-  local function unpack_d(s, i)
-    local b = {string.byte(s, i, i + 7)}
-    local e = (b[8] % 128) * 16 + math.floor(b[7] / 16)
-    local m = b[7] % 16
-    for j = 6, 1, -1 do
-      m = m * 256 + b[j]
-    end
-    local x = 0
-    if e > 0 then
-      x = math.ldexp(1 + m / 2 ^ 52, e - 1023)
-    end
-    return b[8] >= 128 and -x or x
-  end
-  return {
-    pack = function(fmt, ...)
-      local out, args = {}, {...}
-      for i = 2, #fmt do
-        local c = string.sub(fmt, i, i)
-        out[#out + 1] = c == 'B' and string.char(args[i - 1]) or pack_d(args[i - 1])
-      end
-      return table.concat(out)
-    end,
-    unpack = function(fmt, s, init)
-      local out, pos = {}, init or 1
-      for i = 2, #fmt do
-        if string.sub(fmt, i, i) == 'B' then
-          out[#out + 1], pos = string.byte(s, pos), pos + 1
-        else
-          out[#out + 1], pos = unpack_d(s, pos), pos + 8
-        end
-      end
-      out[#out + 1] = pos
-      return unpack(out)
-    end,
-  }
-end
-
-local packer_lib
-local function packer()
-  packer_lib = packer_lib or rawget(_G, 'struct') or struct_standin()
-  return packer_lib
-end
-
 local HEALTH_PACK = '<Bdddddddddddddddddddd'
 local HEALTH_FIELDS = '<dddddddddddddddddddd' -- HEALTH_PACK past its version byte
 local HEALTH_VERSION, HEALTH_LEN = 2, 161
@@ -148,16 +79,24 @@ local function health_format(h)
   return packer().pack(HEALTH_PACK, HEALTH_VERSION, unpack(h, 1, 20))
 end
 
--- The controller's parameters, release.lua's ARGV[15], in this order:
+-- The controller's parameters, release.lua's ARGV[4], in this order:
 -- slowdown factor, minimum excess ms, error share, window, window max,
 -- cool-down, first delay ms, delay max ms, first backoff ms, backoff max ms,
 -- forgive ms, best memory ms, smoothing (EWMA weight of a new sample),
 -- slow samples in a row that count as trouble: 14 little-endian doubles
 -- (Adaptive.params), unpacked by one C call.
+-- A process passes the same parameters on every call: run as a library
+-- (luafn), whose locals outlive a call, the last ones read are kept
+-- (strings compare by identity in Lua) and not unpacked again. The table
+-- is only ever read.
+local params_text, params
 local function adapt_params(s)
-  local f, ex, sh, w, wm, cd, d0, dm, b, bm, fg, bmem, a, r = packer().unpack('<dddddddddddddd', s)
-  return {factor = f, excess = ex, share = sh, window = w, winmax = wm, cooldown = cd, delay0 = d0,
-    delaymax = dm, backoff = b, backoffmax = bm, forgive = fg, bestmem = bmem, alpha = a, run = r}
+  if s ~= params_text then
+    local f, ex, sh, w, wm, cd, d0, dm, b, bm, fg, bmem, a, r = packer().unpack('<dddddddddddddd', s)
+    params_text, params = s, {factor = f, excess = ex, share = sh, window = w, winmax = wm, cooldown = cd,
+      delay0 = d0, delaymax = dm, backoff = b, backoffmax = bm, forgive = fg, bestmem = bmem, alpha = a, run = r}
+  end
+  return params
 end
 
 -- Outcome classes (limiter.OutcomeClass).

@@ -37,8 +37,10 @@ package limiter
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -274,8 +276,8 @@ func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule,
 // acquireArgs are acquire.lua's ARGV for id under rule; with queue it
 // joins the line when no permit is free.
 func (l *Limiter) acquireArgs(id string, rule Rule, queue bool) []any {
-	return []any{id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)), flag(queue), l.opts.restartGuard(rule),
-		rule.From, ms(rule.Delay), ms(l.opts.ruleMemory()), l.adapt}
+	return []any{id, nums(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)), bit(queue),
+		float64(l.opts.restartGuard(rule)), msn(rule.Delay), msn(l.opts.ruleMemory()), bit(l.adapt != "")), rule.From}
 }
 
 // check heartbeats id and reports its state (stGranted, stQueued or stLost)
@@ -311,18 +313,32 @@ func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held 
 
 // leaveArgs are release.lua's ARGV for removing id.
 func (l *Limiter) leaveArgs(k keys, id string, rule Rule, held bool, out Outcome) []any {
-	return append(l.leaveHead(k, id, rule, held, out), "", 0, 0, "", 0)
+	return l.releaseArgs(k, id, rule, held, out, nil)
 }
 
 // keepArgs are release.lua's ARGV for keeping id's slot under next (see
 // Permit.KeepOn), or removing it under rule when it cannot be kept.
 func (l *Limiter) keepArgs(k keys, id string, rule, next Rule, out Outcome) []any {
-	return append(l.leaveHead(k, id, rule, true, out), "1", next.Limit, ms(next.Delay), next.From, ms(l.keyTTL(next)))
+	return l.releaseArgs(k, id, rule, true, out, &next)
 }
 
-func (l *Limiter) leaveHead(k keys, id string, rule Rule, held bool, out Outcome) []any {
-	return append([]any{id, rule.Limit, ms(l.opts.lease()), ms(rule.Delay), flag(held), k.wake, ms(l.keyTTL(rule)), ceiled(rule), ms(l.opts.ruleMemory())},
-		l.adaptArgs(out)...)
+// releaseArgs are release.lua's ARGV: keeping the slot under next, unless
+// next is nil.
+func (l *Limiter) releaseArgs(k keys, id string, rule Rule, held bool, out Outcome, next *Rule) []any {
+	ceil := 0.0
+	if rule.From != "" {
+		ceil = 1
+	}
+	a := l.adaptNums(out)
+	var keep [4]float64
+	from := ""
+	if next != nil {
+		keep = [4]float64{1, float64(next.Limit), msn(next.Delay), msn(l.keyTTL(*next))}
+		from = next.From
+	}
+	return []any{id, nums(float64(rule.Limit), msn(l.opts.lease()), msn(rule.Delay), bit(held), msn(l.keyTTL(rule)),
+		ceil, msn(l.opts.ruleMemory()), a[0], a[1], a[2], a[3], a[4], keep[0], keep[1], keep[2], keep[3]),
+		k.wake, l.params, from}
 }
 
 // left reads release.lua's reply (v, err) for an entry under rule, notes
@@ -384,9 +400,24 @@ func parseOutcome(v []int64, sent time.Time, rule Rule) (outcome, error) {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-func flag(b bool) string {
+// msn is d in whole ms, as a number for nums.
+func msn(d time.Duration) float64 { return float64(ms(d)) }
+
+// bit is b as a number for nums: 1 or 0.
+func bit(b bool) float64 {
 	if b {
-		return "1"
+		return 1
 	}
-	return "0"
+	return 0
+}
+
+// nums packs v for a script's numbers argument (nums in common.lua):
+// little-endian IEEE 754 doubles, read with one struct.unpack where each
+// number as an argument of its own would cost Redis a string and a strtod.
+func nums(v ...float64) string {
+	b := make([]byte, 0, 8*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	return string(b)
 }

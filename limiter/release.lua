@@ -1,11 +1,16 @@
 -- release.lua: remove an entry (a released permit or a waiter giving up) and
 -- tell the waiters that moved into the first `limit` places.
 -- KEYS: see common.lua.
--- ARGV[1] entry id   ARGV[2] limit   ARGV[3] lease ms   ARGV[4] crawl delay ms
--- ARGV[5] '1' when the entry held a permit (starts the crawl delay)
--- ARGV[6] wake-up channel   ARGV[7] key TTL ms
--- ARGV[8] '1' = apply the site's ceiling (ceiling.lua, read only), '' = not
--- ARGV[9] how long a contributor's rule counts (ms)
+-- ARGV[1] entry id   ARGV[2] the numbers below, packed (nums in common.lua)
+-- ARGV[3] wake-up channel   ARGV[4] the controller's parameters (adapt_params)
+-- ARGV[5] the kept rule's contributor ('' = none)
+-- The numbers: limit, lease ms, crawl delay ms, held (1 when the entry held
+-- a permit: starts the crawl delay), key TTL ms, ceil (1 = apply the
+-- site's ceiling, ceiling.lua, read only), how long a contributor's rule
+-- counts (ms), then adaptive politeness: on (1), the fetch's outcome class
+-- (0: none, record nothing), its time to first byte ms, to last byte ms
+-- (-1: unknown), a random number in [-1, 1] (the backoff's jitter); then
+-- the keep: keep (1), its rule's limit, delay ms and key TTL ms.
 -- With the ceiling, the limit and delay are tightened to it first: a permit
 -- granted before a stricter contributor was recorded wakes no more waiters
 -- and starts no shorter delay than the site's rule now.
@@ -13,22 +18,16 @@
 -- limit, when the removed one was among them and someone waited behind it;
 -- wait ms is how long until the site's next-request time (crawl delay or
 -- backoff), 0 if it has passed.
--- ARGV[10] '1' = adaptive politeness on (adaptive.lua), '' = off
--- ARGV[11] the fetch's outcome class (0: none, record nothing)
--- ARGV[12] its time to first byte ms, ARGV[13] to last byte ms (-1: unknown)
--- ARGV[14] a random number in [-1, 1] (the backoff's jitter)
--- ARGV[15] the controller's parameters (adapt_params)
 -- With adaptive politeness, the outcome is recorded in the site's health
 -- and the controller run first; the limit and delay are then tightened to
 -- the site's effective cap and extra delay, and a new backoff holds the
 -- whole fleet off (next).
--- ARGV[16] '1' = keep the slot for the holder's next request to the site
--- when acquire.lua would grant it to a newcomer now (nobody in the line, no
+-- keep 1 = keep the slot for the holder's next request to the site when
+-- acquire.lua would grant it to a newcomer now (nobody in the line, no
 -- hold-off, no site lock, the entry still live): then the entry's lease is
 -- renewed and it takes a new counter, instead of being removed, under the
--- rule ARGV[17] limit, ARGV[18] delay ms, ARGV[19] contributor ('' = none;
--- with one, recorded and ceiled as acquire.lua does), ARGV[20] key TTL ms.
--- '' = a plain release.
+-- kept rule (with a contributor, recorded and ceiled as acquire.lua does).
+-- keep 0 = a plain release.
 -- Returns {1 if the entry was still there else 0, wait ms, limit applied,
 -- what the controller changed (adapt's bits), the effective cap (0: not
 -- reduced), the extra delay ms, ms the site is held off by its backoff,
@@ -36,19 +35,21 @@
 -- kept the server ms, the entry's rank, the kept rule's limit and delay ms
 -- (0s when not), then the ids published...}
 -- so that the releaser can also wake waiters in its own process directly.
-local id, limit, lease, delay, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[7])
+local id = ARGV[1]
+local limit, lease, delay, held, ttl, ceil, rulems, adaptive, cls, ttfb, ttlb, jit, keep, klimit, kdelay, kttl =
+  nums(ARGV[2], 16)
 local wait, now, up = 0, nil, nil
-if ARGV[8] ~= '' then
+if ceil == 1 then
   now, up = server_ms()
-  limit, delay, ttl = apply_ceiling(now, tonumber(ARGV[9]), {}, false, limit, delay, ttl)
+  limit, delay, ttl = apply_ceiling(now, rulems, {}, false, limit, delay, ttl)
 end
 local ev, hcap, hdelay, hoff = 0, 0, 0, 0
 -- A release that may keep its slot reads the site lock and the
 -- next-request mark with the health, in one command (got), for the keep's
 -- check; a SET of the mark on the way drops that copy (got = nil).
-local keeping = ARGV[16] == '1' and ARGV[5] == '1'
+local keeping = keep == 1 and held == 1
 local got
-if ARGV[10] ~= '' then
+if adaptive == 1 then
   local raw
   if keeping then
     got = redis.call('MGET', KEYS[4], KEYS[5], KEYS[7])
@@ -56,9 +57,8 @@ if ARGV[10] ~= '' then
   else
     raw = redis.call('GET', KEYS[7])
   end
-  local cls = tonumber(ARGV[11])
   if cls > 0 then
-    local P = adapt_params(ARGV[15])
+    local P = adapt_params(ARGV[4])
     local clock = function()
       if not now then
         now, up = server_ms()
@@ -66,7 +66,7 @@ if ARGV[10] ~= '' then
       return now, up
     end
     local h, ttl
-    h, ev, ttl = adapt(health_parse(raw), limit, cls, tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]), P, clock)
+    h, ev, ttl = adapt(health_parse(raw), limit, cls, ttfb, ttlb, jit, P, clock)
     redis.call('SET', KEYS[7], health_format(h), 'PX', math.max(1, ttl))
     if ev >= 4 then
       -- A new backoff: nobody starts before its end (never shortening a
@@ -85,7 +85,7 @@ if ARGV[10] ~= '' then
   end
   limit, delay = tighten(hcap, hdelay, limit, delay)
 end
-if ARGV[5] == '1' and delay > 0 then
+if held == 1 and delay > 0 then
   -- The crawl delay starts now, unless a longer hold-off (a Backoff) is in
   -- place: never shorten that.
   if not now then
@@ -109,9 +109,8 @@ if keeping then
   -- waiter held to a lower limit (a robots.txt fetch) moves up as it would
   -- have.
   now = now or now_ms()
-  local klimit, kdelay, kttl = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[20])
-  if ARGV[19] ~= '' then
-    klimit, kdelay, kttl = apply_ceiling(now, tonumber(ARGV[9]), {{ARGV[19], klimit, kdelay}}, true, klimit, kdelay, kttl)
+  if ARGV[5] ~= '' then
+    klimit, kdelay, kttl = apply_ceiling(now, rulems, {{ARGV[5], klimit, kdelay}}, true, klimit, kdelay, kttl)
   end
   if wait == 0 and hoff == 0 and owned <= tighten(hcap, hdelay, klimit, 0) then
     got = got or redis.call('MGET', KEYS[4], KEYS[5]) -- the site lock, the next-request mark
@@ -144,7 +143,7 @@ if owned > limit then
   redis.call('ZREM', KEYS[2], id)
   if rank and rank < limit and size > limit then
     local front = redis.call('ZRANGE', KEYS[2], '0', limit - 1)
-    redis.call('PUBLISH', ARGV[6], limit .. ' ' .. wait .. ' ' .. table.concat(front, ' '))
+    redis.call('PUBLISH', ARGV[3], limit .. ' ' .. wait .. ' ' .. table.concat(front, ' '))
     for _, v in ipairs(front) do
       out[#out + 1] = v
     end
