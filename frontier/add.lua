@@ -1,9 +1,9 @@
 -- add.lua: admit new URLs into a shard, each once per crawl.
--- KEYS and ARGV[1..7]: see common.lua.
--- ARGV[8] the crawl's scope size to note in counts (0: none; it only grows);
+-- KEYS, ARGV[1] and the numbers: see common.lua.
+-- own number: the crawl's scope size to note in counts (0: none; it only grows);
 --         Seed gives it (a process joining the crawl), and then the shard
 --         is refilled first
--- ARGV[9..] quadruples: fingerprint, seen bucket, site, item json
+-- ARGV[3..] quadruples: fingerprint, seen bucket, site, item json
 -- Returns {1, admitted, 0, -1, instance}: admitted counts the refilled
 -- URLs too; instance as settle.lua's.
 begin()
@@ -42,12 +42,13 @@ local function refill()
 end
 
 local added = 0
-if ARGV[8] ~= '0' then
-  if tonumber(ARGV[8]) > scope() then
-    redis.call('HSET', KEYS[3], 'scope', ARGV[8])
+local size = own_nums(1)
+if size ~= 0 then
+  if size > scope() then
+    redis.call('HSET', KEYS[3], 'scope', size)
   end
   added = refill()
 end
-added = added + admit(9)
+added = added + admit(3)
 keep()
 return {1, added, 0, -1, instance_id()}

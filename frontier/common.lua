@@ -18,11 +18,12 @@
 -- Each of them but counts holds a sentinel ('' at +inf, or field ''), so that
 -- it is never deleted and keeps the TTL it was created with (keep).
 -- ARGV[1] key base: queues are base..'q:'..site, seen buckets base..'seen:'..n
--- ARGV[2] key TTL ms   ARGV[3] visibility ms   ARGV[4] default cap
--- ARGV[5] page limit (0: none)   ARGV[6] refresh every key's TTL (keep)
--- unless they were given it less than this many ms ago ('0': no)
--- ARGV[7] park ms: how long a site at its cap stays out at most
--- ARGV[8..] the script's own
+-- ARGV[2] numbers, packed (luanums): key TTL ms, visibility ms, default
+-- cap, page limit (0: none), refresh (keep: every key's TTL is given again
+-- unless they were given it less than this many ms ago; 0: not), park ms
+-- (how long a site at its cap stays out at most); then the script's own
+-- numbers, if any (own_nums)
+-- ARGV[3..] the script's own
 --
 -- Constant arguments to redis.call on the per-page paths are written as
 -- strings ('0'): Redis 7.0 formats a Lua number argument with "%.17g",
@@ -39,21 +40,35 @@
 -- arguments below, what it has read and owes) is set by begin, every
 -- script's first statement.
 local PARKED = 1e15
-local park -- ARGV[7]
+local park
 local SOON = 0.5 -- ready: a score at most now + SOON (round-robin places are
 -- fractions of a millisecond past now, real waits whole milliseconds)
-local base, ttl, vis -- ARGV[1], ARGV[2], ARGV[3]
-local defcap, limit -- ARGV[4], ARGV[5]
+local base, ttl, vis -- ARGV[1], then the numbers
+local defcap, limit, refresh
 local delta -- counts increments, written once at the end (keep)
 
--- now is the server ms (servertime.lua's now_ms), read once a call.
-local clock
+-- now is the server ms (servertime.lua's now_ms), read once a call;
+-- now_text the same as text (ms_text: cheaper to pass to a command).
+local clock, clock_t, clock_text
 local function now()
   if not clock then
-    clock = now_ms()
+    clock, clock_t = now_ms()
   end
   return clock
 end
+local function now_text()
+  if not clock_text then
+    now()
+    clock_text = ms_text(clock_t)
+  end
+  return clock_text
+end
+
+-- SOON_TEXT appended to now_text is now + SOON (0.5).
+local SOON_TEXT = '.5'
+
+-- INT is the text of small counts, for the same reason as now_text.
+local INT = {'1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15', '16'}
 
 -- parked is the score of a site at its cap from now (see PARKED).
 local function parked()
@@ -87,7 +102,7 @@ local function back_of_line()
     back = back + 0.001
     return back
   end
-  local last = redis.call('ZREVRANGEBYSCORE', KEYS[1], now() + SOON, '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
+  local last = redis.call('ZREVRANGEBYSCORE', KEYS[1], now_text() .. SOON_TEXT, '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
   back = now()
   if last[2] and tonumber(last[2]) >= now() then
     back = tonumber(last[2]) + 0.001
@@ -210,7 +225,7 @@ end
 -- hands out and whenever it finds no site ready, so a shard that is busy
 -- pays for it on few pages and one that waits never misses it.
 local function tidy()
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now(), 'LIMIT', '0', '100')) do
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_text(), 'LIMIT', '0', '100')) do
     redis.call('ZREM', KEYS[2], m)
     local _, site, item = split(m)
     if site then
@@ -279,12 +294,12 @@ local function take(id, prefer)
   end
   for _ = 1, 20 do
     -- The first two ready sites: the second tells whether another is ready.
-    local pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', '0', '2')
+    local pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_text() .. SOON_TEXT, 'LIMIT', '0', '2')
     local handing = prefer and prefer == handon
     if #pick == 0 and not tidied and not handing then
       tidied = true
       tidy()
-      pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now() + SOON, 'LIMIT', '0', '2')
+      pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_text() .. SOON_TEXT, 'LIMIT', '0', '2')
     end
     local site, more
     if handing then
@@ -324,12 +339,12 @@ local function take(id, prefer)
       if (f < cap or rd > 0) and redis.call('LLEN', q) == 0 then
         redis.call('ZREM', KEYS[1], site)
       elseif f >= cap then
-        redis.call('ZADD', KEYS[1], parked(), site) -- at its cap: back when one settles
+        redis.call('ZADD', KEYS[1], int_text(parked()), site) -- at its cap: back when one settles
       else
         redis.call('ZADD', KEYS[1], back_of_line(), site) -- round robin
         more = 1
       end
-      redis.call('ZADD', KEYS[2], now() + vis, id .. '\n' .. site .. '\n' .. item)
+      redis.call('ZADD', KEYS[2], int_text(now() + vis), id .. '\n' .. site .. '\n' .. item)
       return {1, id, site, item, more}
     end
     if site == owed then
@@ -361,11 +376,11 @@ local function take(id, prefer)
   return {0, queued, flying, wait, 0}
 end
 
--- keep writes the counts, and with ARGV[6] (each process asks once a minute
+-- keep writes the counts, and with refresh (each process asks once a minute
 -- per shard) gives every key of the shard the TTL again, creating the
 -- sentinels that keep the keys from ever being deleted, and so from ever
 -- being created again without a TTL; unless the shard's keys were given at
--- least this process's TTL less ARGV[6] ms (half its interval) ago, by
+-- least this process's TTL less refresh ms (half its interval) ago, by
 -- any process: the ready set's TTL tells, as its sentinel keeps it and
 -- every refresh sets it. So a fleet pays about once an interval for what
 -- costs 512 commands and more (the seen buckets, every queue), and a
@@ -375,10 +390,10 @@ end
 local function keep()
   for field, n in pairs(delta) do
     if n ~= 0 then
-      redis.call('HINCRBY', KEYS[3], field, n)
+      redis.call('HINCRBY', KEYS[3], field, INT[n] or n)
     end
   end
-  if ARGV[6] == '0' or redis.call('PTTL', KEYS[1]) >= ttl - tonumber(ARGV[6]) then
+  if refresh == 0 or redis.call('PTTL', KEYS[1]) >= ttl - refresh then
     return
   end
   redis.call('HINCRBY', KEYS[3], 'ids', 0)
@@ -426,11 +441,15 @@ local function instance_id()
   return instance
 end
 
+-- own_nums is the script's own n numbers, packed after the common ones.
+local function own_nums(n)
+  return nums(ARGV[2], n, 49)
+end
+
 -- begin sets the call's state from its arguments, before anything else.
 local function begin()
-  park = tonumber(ARGV[7])
-  base, ttl, vis = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-  defcap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
+  base = ARGV[1]
+  ttl, vis, defcap, limit, refresh, park = nums(ARGV[2], 6)
   delta, rules = {}, {}
-  clock, back, handon, owed, held = nil, nil, nil, nil, nil
+  clock, clock_t, clock_text, back, handon, owed, held = nil, nil, nil, nil, nil, nil, nil
 end

@@ -79,6 +79,7 @@ import (
 
 	"github.com/polite-crawler/polite/internal/keyname"
 	"github.com/polite-crawler/polite/internal/luafn"
+	"github.com/polite-crawler/polite/internal/luanums"
 	"github.com/polite-crawler/polite/internal/servertime"
 	"github.com/polite-crawler/polite/robots"
 	"github.com/redis/go-redis/v9"
@@ -101,9 +102,9 @@ var (
 	registerLua string
 
 	// lib is the scripts, run as one library of Redis Functions where the
-	// server has them (internal/luafn), each after the server's clock and
-	// common.lua.
-	lib = luafn.NewLibrary("polite_frontier", servertime.Lua+commonLua, map[string]string{
+	// server has them (internal/luafn), each after the server's clock, the
+	// numbers argument (internal/luanums) and common.lua.
+	lib = luafn.NewLibrary("polite_frontier", servertime.Lua+luanums.Lua+commonLua, map[string]string{
 		"next": nextLua, "add": addLua, "settle": settleLua, "hold": holdLua, "meta": metaLua, "register": registerLua,
 	})
 
@@ -349,7 +350,7 @@ func (f *Frontier) Hold(ctx context.Context, site string, d time.Duration) error
 	if err != nil {
 		return err
 	}
-	c := f.newCall(holdScript, lay.of(site), site, d.Milliseconds())
+	c := f.newCall(holdScript, lay.of(site), []float64{float64(d.Milliseconds())}, site)
 	if c.run(ctx, f.fn); c.cmd.Err() != nil {
 		f.failed(c)
 		return fmt.Errorf("frontier: hold %s: %w", site, c.cmd.Err())

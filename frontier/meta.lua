@@ -15,7 +15,7 @@
 --         nothing: it may only be joining, before the crawl is seeded.
 -- Returns {stored shard count, stored scope rules or '' for none yet}.
 if redis.call('HSETNX', KEYS[1], 'shards', ARGV[1]) == 1 then
-  redis.call('HSET', KEYS[1], 'created', now_ms())
+  redis.call('HSET', KEYS[1], 'created', (now_ms()))
 end
 local rules = redis.call('HGET', KEYS[1], 'scope_rules')
 if not rules then

@@ -56,7 +56,7 @@ func (f *Frontier) nextFrom(ctx context.Context, lay *layout, sh *shard) (Item, 
 }
 
 func (f *Frontier) nextCall(sh *shard) *call {
-	return f.newCall(nextScript, sh, f.takeID(sh))
+	return f.newCall(nextScript, sh, nil, f.takeID(sh))
 }
 
 // elsewhere is Next once shard tried (nil: none) has had nothing ready

@@ -101,7 +101,8 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 	}
 	sh := lay.of(it.Site)
 	links := f.links(lay, it, s)
-	own := f.newCall(settleScript, sh, append(f.settleArgs(sh, it, s, how, retried), links[sh].args()...)...)
+	nums, args := f.settleArgs(sh, it, s, how, retried)
+	own := f.newCall(settleScript, sh, nums, append(args, links[sh].args()...)...)
 	// Other shards' links first: on one node, they are queued before the
 	// item stops counting as in flight (see elsewhere's second look).
 	var calls []*call
@@ -150,9 +151,9 @@ func (f *Frontier) unsent(ctx context.Context, s Settlement, err, nextErr error)
 	return r
 }
 
-// settleArgs are settle.lua's own ARGV (8 to 15) for it, on its shard sh,
-// settled as how (retried: its JSON for a retry).
-func (f *Frontier) settleArgs(sh *shard, it Item, s Settlement, how, retried string) []any {
+// settleArgs are settle.lua's own numbers and ARGV (3 to 7) for it, on its
+// shard sh, settled as how (retried: its JSON for a retry).
+func (f *Frontier) settleArgs(sh *shard, it Item, s Settlement, how, retried string) ([]float64, []any) {
 	rcap, rdelay := 0, int64(-1)
 	if s.Rule != (SiteRule{}) {
 		rcap, rdelay = s.Rule.Cap, s.Rule.Delay.Milliseconds()
@@ -161,7 +162,7 @@ func (f *Frontier) settleArgs(sh *shard, it Item, s Settlement, how, retried str
 	if s.Next {
 		take, id = "1"+s.Prefer, f.takeID(sh)
 	}
-	return []any{it.ID, how, retried, s.Delay.Milliseconds(), rcap, rdelay, take, id}
+	return []float64{float64(s.Delay.Milliseconds()), float64(rcap), float64(rdelay)}, []any{it.ID, how, retried, take, id}
 }
 
 // links are the batches of the links found on it's page, by shard: Links
@@ -226,7 +227,7 @@ func (f *Frontier) alone(ctx context.Context, also func(redis.Pipeliner) func() 
 
 // addCall is an add.lua call on sh of bt (nil: none), noting scope.
 func (f *Frontier) addCall(sh *shard, scope int64, bt *batch) *call {
-	return f.newCall(addScript, sh, append([]any{scope}, bt.args()...)...)
+	return f.newCall(addScript, sh, []float64{float64(scope)}, bt.args()...)
 }
 
 // Add admits the URLs found at depth (0 for seeds), each once per crawl:

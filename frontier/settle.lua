@@ -1,30 +1,31 @@
 -- settle.lua: end one turn of an item in flight, admit the links found on it
 -- that belong to this shard, and take the next item: one call per page.
--- KEYS and ARGV[1..7]: see common.lua.
--- ARGV[8] item ID (its in-flight member)   ARGV[9] how:
+-- KEYS, ARGV[1] and the numbers: see common.lua.
+-- ARGV[3] item ID (its in-flight member)   ARGV[4] how:
 --   'fetched', 'skipped'  done (skipped also counted apart); its site's slot
 --                         is free: a site parked at its cap, or deferred as
 --                         full, takes its turn again (after its delay, if any)
 --   'failed'              given up (counted in failed): frees the slot but
 --                         brings no deferred site forward
---   'retry'               back to the tail as ARGV[10], not before ARGV[11] ms
+--   'retry'               back to the tail as ARGV[5], not before delay ms
 --                         unless the site is ready already
---   'deferred'            back to the head, the site not ready for ARGV[11] ms
+--   'deferred'            back to the head, the site not ready for delay ms
 --   'released'            back to the head, the site ready at once
--- ARGV[10] item json for 'retry'   ARGV[11] delay ms
--- ARGV[12] the site's cap as the worker applied it (0: keep the known one)
--- ARGV[13] the site's delay ms (-1: keep the known one)
--- ARGV[14] '1' to take the next item, followed by a site to take it from
+-- ARGV[5] item json for 'retry'
+-- ARGV[6] '1' to take the next item, followed by a site to take it from
 -- if that site is ready (take's prefer); '0' not to
--- ARGV[15] the take's id (see take; '' with no take)
--- ARGV[16..] links: quadruples as in add.lua
+-- ARGV[7] the take's id (see take; '' with no take)
+-- ARGV[8..] links: quadruples as in add.lua
+-- Own numbers: delay ms; the site's cap as the worker applied it (0: keep
+-- the known one); the site's delay ms (-1: keep the known one)
 -- Returns {settled (1, or 0 when the item was no longer held), admitted,
 -- scope size (0: not read), took} and, with took 1 or 0, next.lua's answer;
 -- then the instance (common.lua instance_id).
 begin()
+local delay, rcap, rdelay = own_nums(3)
 
 -- stay: the site the worker asks to stay on, when it takes an item now.
-local stay = string.sub(ARGV[14], 1, 1) == '1' and string.sub(ARGV[14], 2) or nil
+local stay = string.sub(ARGV[6], 1, 1) == '1' and string.sub(ARGV[6], 2) or nil
 
 local function settle(member, how)
   local _, site, item = split(member)
@@ -32,7 +33,6 @@ local function settle(member, how)
     return 0
   end
   local cap, rd, known = rule(site)
-  local rcap, rdelay = tonumber(ARGV[12]), tonumber(ARGV[13])
   if rcap > 0 or rdelay >= 0 then
     if rcap > 0 then cap = rcap end
     if rdelay >= 0 then rd = rdelay end
@@ -108,12 +108,12 @@ local function settle(member, how)
 
   local n
   if how == 'retry' then
-    n = redis.call('RPUSH', q, ARGV[10])
+    n = redis.call('RPUSH', q, ARGV[5])
   else
     n = redis.call('LPUSH', q, item)
   end
   pushed(q, n)
-  local at = now() + tonumber(ARGV[11])
+  local at = now() + delay
   if f >= cap then
     at = parked()
   elseif how == 'retry' then
@@ -126,15 +126,15 @@ local function settle(member, how)
   return 1
 end
 
-local settled = settle(ARGV[8], ARGV[9])
-local added = admit(16)
-if string.sub(ARGV[14], 1, 1) == '1' then
-  local r = take(ARGV[15], string.sub(ARGV[14], 2))
+local settled = settle(ARGV[3], ARGV[4])
+local added = admit(8)
+if string.sub(ARGV[6], 1, 1) == '1' then
+  local r = take(ARGV[7], string.sub(ARGV[6], 2))
   settle_owed() -- take pays it on every path that hands nothing on; a guard
   keep()
   -- The scope size (next.lua's) only on a take that tidies, one in 8 of a
   -- process's on the shard: it only grows, and seldom; 0 is "not read".
-  local size = string.sub(ARGV[15], -1) == '0' and scope() or 0
+  local size = string.sub(ARGV[7], -1) == '0' and scope() or 0
   return {settled, added, size, r[1], r[2], r[3], r[4], r[5], instance_id()}
 end
 keep()

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/polite-crawler/polite/internal/luafn"
+	"github.com/polite-crawler/polite/internal/luanums"
 )
 
 // layout is a crawl's shards, as stored when the crawl was created.
@@ -157,19 +158,23 @@ func (f *Frontier) registerCall() *call {
 	return &call{script: registerScript, keys: []string{registryKey(f.o.Prefix)}, args: []any{f.o.Crawl, f.o.TTL.Milliseconds()}}
 }
 
-// args are a shard script's ARGV: common.lua's, then more. Each process
-// asks for a shard's keys' TTLs to be refreshed with its first call there
-// and then at most once a minute (or a quarter of the TTL): not on every
-// call. The script refreshes them unless a process gave them this
-// process's TTL within the last half of that (common.lua keep), so a fleet
-// pays for it about once.
-func (f *Frontier) args(sh *shard, more ...any) []any {
-	refresh := "0"
+// args are a shard script's ARGV: the key base, common.lua's numbers and
+// then the script's own (own) packed in one argument (luanums), then more;
+// and whether the call asks for the shard's keys' TTLs to be refreshed.
+// Each process asks for that with its first call on a shard and then at
+// most once a minute (or a quarter of the TTL): not on every call. The
+// script refreshes them unless a process gave them this process's TTL
+// within the last half of that (common.lua keep), so a fleet pays for it
+// about once.
+func (f *Frontier) args(sh *shard, own []float64, more ...any) ([]any, bool) {
+	refresh := int64(0)
 	now, last := time.Now().UnixMilli(), sh.kept.Load()
 	if every := f.refreshEvery().Milliseconds(); now-last >= every && sh.kept.CompareAndSwap(last, now) {
-		refresh = strconv.FormatInt(max(every/2, 1), 10)
+		refresh = max(every/2, 1)
 	}
-	return append([]any{sh.base, f.o.TTL.Milliseconds(), f.o.Visibility.Milliseconds(), f.o.Cap, f.o.MaxPages, refresh, f.o.Park.Milliseconds()}, more...)
+	n := append([]float64{float64(f.o.TTL.Milliseconds()), float64(f.o.Visibility.Milliseconds()), float64(f.o.Cap),
+		float64(f.o.MaxPages), float64(refresh), float64(f.o.Park.Milliseconds())}, own...)
+	return append([]any{sh.base, luanums.Pack(n...)}, more...), refresh != 0
 }
 
 func (f *Frontier) refreshEvery() time.Duration { return min(time.Minute, f.o.TTL/4) }
@@ -257,11 +262,13 @@ type call struct {
 	cmd    *redis.Cmd
 	sh     *shard
 	gen    uint64 // the seen cache's generation when it was sent (pipelined)
+	keeps  bool   // it asks for the shard's TTLs to be refreshed (args)
 }
 
-// newCall is a call of script on sh with ARGV args(sh, more...).
-func (f *Frontier) newCall(script *luafn.Script, sh *shard, more ...any) *call {
-	return &call{script: script, keys: sh.keys, args: f.args(sh, more...), sh: sh}
+// newCall is a call of script on sh with ARGV args(sh, own, more...).
+func (f *Frontier) newCall(script *luafn.Script, sh *shard, own []float64, more ...any) *call {
+	args, keeps := f.args(sh, own, more...)
+	return &call{script: script, keys: sh.keys, args: args, sh: sh, keeps: keeps}
 }
 
 // failed notes that c did not run (or its answer was lost): if it was to
@@ -271,7 +278,7 @@ func (f *Frontier) newCall(script *luafn.Script, sh *shard, more ...any) *call {
 // its first answer: noteInstance).
 func (f *Frontier) failed(c *call) {
 	f.seen.clear()
-	if c.sh != nil && c.args[5] != "0" {
+	if c.sh != nil && c.keeps {
 		c.sh.kept.Store(0)
 	}
 }

@@ -1,6 +1,6 @@
 -- acquire.lua: ModeAtomic's whole acquire in one round trip.
 -- KEYS: see common.lua.
--- ARGV[1] entry id   ARGV[2] the numbers below, packed (nums in common.lua)
+-- ARGV[1] entry id   ARGV[2] the numbers below, packed (luanums)
 -- ARGV[3] contributor ('' = none: no ceiling, no extra command)
 -- The numbers: limit, lease ms, key TTL ms, join (1 = join the line when
 -- not granted, 0 = leave), the age in ms the node needs before it may grant
@@ -17,7 +17,7 @@
 -- wait ms).
 local id = ARGV[1]
 local limit, lease, ttl, join, need, delay, rulems, adaptive = nums(ARGV[2], 8)
-local now = now_ms()
+local now, tm = now_ms()
 local got
 if adaptive == 1 then
   got = redis.call('MGET', KEYS[4], KEYS[5], KEYS[7]) -- the site lock, the next-request mark, the health
@@ -48,8 +48,8 @@ if free or join == 1 then
       return {6, now, -1, young, limit, delay, hcap, hdelay}
     end
   end
-  redis.call('ZADD', KEYS[1], now, id)
-  redis.call('ZADD', KEYS[2], c, id)
+  redis.call('ZADD', KEYS[1], ms_text(tm), id)
+  redis.call('ZADD', KEYS[2], int_text(c), id)
   touch(ttl, lease, new)
   oldest = oldest or now
 end

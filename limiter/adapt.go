@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/polite-crawler/polite/internal/luanums"
 )
 
 // Adaptive politeness: a site that slows down or fails gets fewer requests
@@ -217,7 +219,7 @@ func (a *Adaptive) params() string {
 		min(def(z.Smoothing, 0.25), 1),
 		float64(def(z.SlowRun, 2)),
 	}
-	return nums(v...)
+	return luanums.Pack(v...)
 }
 
 // check reports the first field out of range, wrapping ErrInvalid.

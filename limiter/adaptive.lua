@@ -44,8 +44,8 @@ local function tighten(c, d, limit, delay)
 end
 
 -- A record is packed binary, read and written by one C call each (Redis's
--- struct library) where a text record takes a pattern match and 20 number
--- formats, some 15 µs of Redis CPU a release more. HEALTH_LEN tells a record
+-- struct library: packer, luanums.lua) where a text record takes a pattern
+-- match and 20 number formats, some 15 µs of Redis CPU a release more. HEALTH_LEN tells a record
 -- of this version from any other (the site then starts afresh). Go reads the
 -- same layout (status.go: healthVersion, healthLen, SiteStatus.health) and
 -- must change with it.

@@ -37,15 +37,14 @@ package limiter
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/polite-crawler/polite/internal/keyname"
 	"github.com/polite-crawler/polite/internal/luafn"
+	"github.com/polite-crawler/polite/internal/luanums"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -276,7 +275,7 @@ func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule,
 // acquireArgs are acquire.lua's ARGV for id under rule; with queue it
 // joins the line when no permit is free.
 func (l *Limiter) acquireArgs(id string, rule Rule, queue bool) []any {
-	return []any{id, nums(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)), bit(queue),
+	return []any{id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)), bit(queue),
 		float64(l.opts.restartGuard(rule)), msn(rule.Delay), msn(l.opts.ruleMemory()), bit(l.adapt != "")), rule.From}
 }
 
@@ -336,7 +335,7 @@ func (l *Limiter) releaseArgs(k keys, id string, rule Rule, held bool, out Outco
 		keep = [4]float64{1, float64(next.Limit), msn(next.Delay), msn(l.keyTTL(*next))}
 		from = next.From
 	}
-	return []any{id, nums(float64(rule.Limit), msn(l.opts.lease()), msn(rule.Delay), bit(held), msn(l.keyTTL(rule)),
+	return []any{id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(rule.Delay), bit(held), msn(l.keyTTL(rule)),
 		ceil, msn(l.opts.ruleMemory()), a[0], a[1], a[2], a[3], a[4], keep[0], keep[1], keep[2], keep[3]),
 		k.wake, l.params, from}
 }
@@ -400,24 +399,13 @@ func parseOutcome(v []int64, sent time.Time, rule Rule) (outcome, error) {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-// msn is d in whole ms, as a number for nums.
+// msn is d in whole ms, as a number for luanums.Pack.
 func msn(d time.Duration) float64 { return float64(ms(d)) }
 
-// bit is b as a number for nums: 1 or 0.
+// bit is b as a number for luanums.Pack: 1 or 0.
 func bit(b bool) float64 {
 	if b {
 		return 1
 	}
 	return 0
-}
-
-// nums packs v for a script's numbers argument (nums in common.lua):
-// little-endian IEEE 754 doubles, read with one struct.unpack where each
-// number as an argument of its own would cost Redis a string and a strtod.
-func nums(v ...float64) string {
-	b := make([]byte, 0, 8*len(v))
-	for _, x := range v {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
-	}
-	return string(b)
 }

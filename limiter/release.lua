@@ -1,7 +1,7 @@
 -- release.lua: remove an entry (a released permit or a waiter giving up) and
 -- tell the waiters that moved into the first `limit` places.
 -- KEYS: see common.lua.
--- ARGV[1] entry id   ARGV[2] the numbers below, packed (nums in common.lua)
+-- ARGV[1] entry id   ARGV[2] the numbers below, packed (luanums)
 -- ARGV[3] wake-up channel   ARGV[4] the controller's parameters (adapt_params)
 -- ARGV[5] the kept rule's contributor ('' = none)
 -- The numbers: limit, lease ms, crawl delay ms, held (1 when the entry held
@@ -38,9 +38,9 @@
 local id = ARGV[1]
 local limit, lease, delay, held, ttl, ceil, rulems, adaptive, cls, ttfb, ttlb, jit, keep, klimit, kdelay, kttl =
   nums(ARGV[2], 16)
-local wait, now, up = 0, nil, nil
+local wait, now, up, tm = 0, nil, nil, nil -- tm: TIME's reply (ms_text)
 if ceil == 1 then
-  now, up = server_ms()
+  now, up, tm = server_ms()
   limit, delay, ttl = apply_ceiling(now, rulems, {}, false, limit, delay, ttl)
 end
 local ev, hcap, hdelay, hoff = 0, 0, 0, 0
@@ -61,7 +61,7 @@ if adaptive == 1 then
     local P = adapt_params(ARGV[4])
     local clock = function()
       if not now then
-        now, up = server_ms()
+        now, up, tm = server_ms()
       end
       return now, up
     end
@@ -89,7 +89,7 @@ if held == 1 and delay > 0 then
   -- The crawl delay starts now, unless a longer hold-off (a Backoff) is in
   -- place: never shorten that.
   if not now then
-    now, up = server_ms()
+    now, up, tm = server_ms()
   end
   local at = up + delay
   if at > next_at() then
@@ -108,7 +108,9 @@ if keeping then
   -- a new counter, as a newcomer would: the back of the line, so that a
   -- waiter held to a lower limit (a robots.txt fetch) moves up as it would
   -- have.
-  now = now or now_ms()
+  if not now then
+    now, tm = now_ms()
+  end
   if ARGV[5] ~= '' then
     klimit, kdelay, kttl = apply_ceiling(now, rulems, {{ARGV[5], klimit, kdelay}}, true, klimit, kdelay, kttl)
   end
@@ -118,8 +120,8 @@ if keeping then
     if not got[1] and now >= tonumber(got[2] or '0') and at and at > now - lease then
       local c = redis.call('INCR', KEYS[3])
       if c > 1 then
-        redis.call('ZADD', KEYS[2], c, id)
-        redis.call('ZADD', KEYS[1], now, id)
+        redis.call('ZADD', KEYS[2], int_text(c), id)
+        redis.call('ZADD', KEYS[1], ms_text(tm), id)
         touch(kttl, lease, false)
         return {1, 0, limit, ev, hcap, hdelay, hoff, 1, now, owned - 1, klimit, kdelay}
       end

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 
 	"github.com/polite-crawler/polite/internal/luafn"
+	"github.com/polite-crawler/polite/internal/luanums"
 	"github.com/polite-crawler/polite/internal/servertime"
 )
 
@@ -31,8 +32,9 @@ var (
 
 	// lib is the scripts, run as one library of Redis Functions where the
 	// server has them (luafn); every script's prelude is the server's
-	// clock, then common.lua and the helpers any of them uses.
-	lib = luafn.NewLibrary("polite_limiter", servertime.Lua+commonLua+youngLua+ceilingLua+adaptiveLua, map[string]string{
+	// clock, the numbers argument (luanums), then common.lua and the
+	// helpers any of them uses.
+	lib = luafn.NewLibrary("polite_limiter", servertime.Lua+luanums.Lua+commonLua+youngLua+ceilingLua+adaptiveLua, map[string]string{
 		"acquire": acquireLua, "check": checkLua, "release": releaseLua, "locked": lockedLua,
 		"backoff": backoffLua, "status": statusLua,
 	})

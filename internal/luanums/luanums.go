@@ -1,0 +1,37 @@
+// Package luanums passes numbers to Lua scripts in one argument: Go packs
+// them as little-endian IEEE 754 doubles (Pack), the script reads them with
+// one call of Redis's struct library (nums in Lua).
+//
+// Each number passed as an argument of its own costs Redis 7.0 about 2,000
+// instructions (measured under callgrind): some 1,000 to carry the string
+// in, some 1,000 for the strtod behind Lua's tonumber. A script called on
+// every page with a dozen numbers spends more on its arguments than on
+// several of its commands.
+package luanums
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"math"
+)
+
+// Lua defines nums(s, n, at), which returns the n numbers packed in string s
+// from its byte at (1 when nil); packer(), Redis's struct library or, in a
+// Lua without one (miniredis), a stand-in for the formats '<', 'B' and 'd';
+// and int_text(x), a whole number as text for a command (cheaper than
+// Redis's own formatting of a number argument). Prepend it to a script that uses them; it only defines, so it may
+// be part of a library's prelude (internal/luafn).
+//
+//go:embed luanums.lua
+var Lua string
+
+// Pack is v as nums reads it: 8 bytes a number. Integers up to 2^53 and
+// every finite double pass exactly; the stand-in of a Lua without struct
+// also needs them normal or zero (no subnormals, no infinities or NaNs).
+func Pack(v ...float64) string {
+	b := make([]byte, 0, 8*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	return string(b)
+}
