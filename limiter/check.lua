@@ -2,20 +2,20 @@
 -- Used by waiters to see whether they have reached the front, and as Refresh
 -- for held permits. Needs no lock: an entry's rank can only fall.
 -- KEYS: see common.lua.
--- ARGV[1] entry id   ARGV[2] limit   ARGV[3] lease ms   ARGV[4] key TTL ms
--- ARGV[5] '1' = apply the site's ceiling (ceiling.lua, read only), '' = not
--- ARGV[6] the rule's delay ms   ARGV[7] how long a contributor's rule counts (ms)
--- ARGV[8] '1' = adaptive politeness: the site's health record tightens the
--- limit and delay (adaptive.lua)
+-- ARGV[1] entry id   ARGV[2] the numbers, packed (luanums): limit, lease
+-- ms, key TTL ms, ceil (1 = apply the site's ceiling, ceiling.lua, read
+-- only), the rule's delay ms, how long a contributor's rule counts (ms),
+-- adaptive (1 = adaptive politeness: the site's health record tightens the
+-- limit and delay, adaptive.lua)
 -- Returns {state, server ms, rank, wait ms, limit, delay ms, cap, extra
 -- delay ms}: the rule applied (the ceiling's) and the health's effective
 -- cap (0: not reduced) and extra delay, which tighten it; state 1 granted, 2 queued,
 -- 5 lost (the entry's lease had run out, or it was released).
-local id, limit, lease, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local now = now_ms()
-local delay = tonumber(ARGV[6])
-if ARGV[5] ~= '' then
-  limit, delay, ttl = apply_ceiling(now, tonumber(ARGV[7]), {}, false, limit, delay, ttl)
+local id = ARGV[1]
+local limit, lease, ttl, ceil, delay, rulems, adaptive = nums(ARGV[2], 7)
+local now, tm = now_ms()
+if ceil == 1 then
+  limit, delay, ttl = apply_ceiling(now, rulems, {}, false, limit, delay, ttl)
 end
 local oldest, _, new = prune(now, lease, ttl)
 local rank = redis.call('ZRANK', KEYS[2], id)
@@ -23,10 +23,10 @@ if not rank then
   redis.call('ZREM', KEYS[1], id)
   return {5, now, -1, 0, limit, delay, 0, 0}
 end
-redis.call('ZADD', KEYS[1], 'XX', now, id)
+redis.call('ZADD', KEYS[1], 'XX', ms_text(tm), id)
 touch(ttl, lease, new)
 local nxt, elimit, hcap, hdelay
-if ARGV[8] == '1' then
+if adaptive == 1 then
   local got = redis.call('MGET', KEYS[5], KEYS[7])
   nxt = tonumber(got[1] or '0')
   hcap, hdelay = health_head(got[2])

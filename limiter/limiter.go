@@ -283,21 +283,18 @@ func (l *Limiter) acquireArgs(id string, rule Rule, queue bool) []any {
 // under rule, tightened by the site's ceiling when rule.From is set.
 func (l *Limiter) check(ctx context.Context, k keys, id string, rule Rule) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := checkScript.Run(ctx, l.fn, k.all(), id, rule.Limit, ms(l.opts.lease()), ms(l.keyTTL(rule)),
-		ceiled(rule), ms(rule.Delay), ms(l.opts.ruleMemory()), l.adapt).Int64Slice()
+	v, err := checkScript.Run(ctx, l.fn, k.all(), id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)),
+		ceiled(rule), msn(rule.Delay), msn(l.opts.ruleMemory()), bit(l.adapt != ""))).Int64Slice()
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: check %s: %w", k.site, err)
 	}
 	return parseOutcome(v, sent, rule)
 }
 
-// ceiled is the scripts' flag for applying the site's ceiling: "1" for a
-// rule with a contributor, "" (nothing to do) without.
-func ceiled(rule Rule) string {
-	if rule.From != "" {
-		return "1"
-	}
-	return ""
+// ceiled is the scripts' number for applying the site's ceiling: 1 for a
+// rule with a contributor, 0 (nothing to do) without.
+func ceiled(rule Rule) float64 {
+	return bit(rule.From != "")
 }
 
 // leave removes id; held says whether it held a permit (which starts the
@@ -324,10 +321,6 @@ func (l *Limiter) keepArgs(k keys, id string, rule, next Rule, out Outcome) []an
 // releaseArgs are release.lua's ARGV: keeping the slot under next, unless
 // next is nil.
 func (l *Limiter) releaseArgs(k keys, id string, rule Rule, held bool, out Outcome, next *Rule) []any {
-	ceil := 0.0
-	if rule.From != "" {
-		ceil = 1
-	}
 	a := l.adaptNums(out)
 	var keep [4]float64
 	from := ""
@@ -336,7 +329,7 @@ func (l *Limiter) releaseArgs(k keys, id string, rule Rule, held bool, out Outco
 		from = next.From
 	}
 	return []any{id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(rule.Delay), bit(held), msn(l.keyTTL(rule)),
-		ceil, msn(l.opts.ruleMemory()), a[0], a[1], a[2], a[3], a[4], keep[0], keep[1], keep[2], keep[3]),
+		ceiled(rule), msn(l.opts.ruleMemory()), a[0], a[1], a[2], a[3], a[4], keep[0], keep[1], keep[2], keep[3]),
 		k.wake, l.params, from}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/polite-crawler/polite/internal/luafn"
+	"github.com/polite-crawler/polite/internal/luanums"
 	"github.com/polite-crawler/polite/internal/ownedkey"
 	"github.com/redis/go-redis/v9"
 )
@@ -120,10 +121,14 @@ func (l *Limiter) lockedArgs(token string, lease time.Duration, ts []*ticket) []
 		ttl, guard = max(ttl, l.keyTTL(t.rule)), max(guard, l.opts.restartGuard(t.rule))
 	}
 	from := contributors(ts)
-	args := make([]any, 0, 7+3*len(from)+len(ts))
-	args = append(args, token, ms(lease), ms(ttl), guard, len(from), ms(l.opts.ruleMemory()), l.adapt)
+	n := []float64{msn(lease), msn(ttl), float64(guard), float64(len(from)), msn(l.opts.ruleMemory()), bit(l.adapt != "")}
 	for _, c := range from {
-		args = append(args, c.From, c.Limit, ms(c.Delay))
+		n = append(n, float64(c.Limit), msn(c.Delay))
+	}
+	args := make([]any, 0, 2+len(from)+len(ts))
+	args = append(args, token, luanums.Pack(n...))
+	for _, c := range from {
+		args = append(args, c.From)
 	}
 	for _, t := range ts {
 		args = append(args, t.id)
