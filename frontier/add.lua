@@ -45,7 +45,7 @@ local added = 0
 local size = own_nums(1)
 if size ~= 0 then
   if size > scope() then
-    redis.call('HSET', KEYS[3], 'scope', size)
+    redis.call('HSET', KEYS[3], 'scope', int_text(size))
   end
   added = refill()
 end

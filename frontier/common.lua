@@ -29,7 +29,7 @@
 -- strings ('0'): Redis 7.0 formats a Lua number argument with "%.17g",
 -- about 0.4 µs each here.
 -- A site at its cap is out of the ready set until one of its items settles,
--- or, at most, for ARGV[7] ms: an item whose worker died counts against its
+-- or, at most, for park ms (the numbers' sixth): an item whose worker died counts against its
 -- site's cap until its visibility timeout, far longer than the permit lease
 -- after which the semaphore (the safety) would let the site be fetched
 -- again. Its score is PARKED plus the server ms when it comes back.
@@ -64,7 +64,7 @@ local function now_text()
   return clock_text
 end
 
--- SOON_TEXT appended to now_text is now + SOON (0.5).
+-- SOON_TEXT appended to now_text is now + SOON: it must change with SOON.
 local SOON_TEXT = '.5'
 
 -- INT is the text of small counts, for the same reason as now_text.

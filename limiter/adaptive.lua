@@ -45,11 +45,10 @@ end
 
 -- A record is packed binary, read and written by one C call each (Redis's
 -- struct library: packer, luanums.lua) where a text record takes a pattern
--- match and 20 number formats, some 15 µs of Redis CPU a release more. HEALTH_LEN tells a record
--- of this version from any other (the site then starts afresh). Go reads the
--- same layout (status.go: healthVersion, healthLen, SiteStatus.health) and
--- must change with it.
---
+-- match and 20 number formats, some 15 µs of Redis CPU a release more.
+-- HEALTH_LEN tells a record of this version from any other (the site then
+-- starts afresh). Go reads the same layout (status.go: healthVersion,
+-- healthLen, SiteStatus.health) and must change with it.
 local HEALTH_PACK = '<Bdddddddddddddddddddd'
 local HEALTH_FIELDS = '<dddddddddddddddddddd' -- HEALTH_PACK past its version byte
 local HEALTH_VERSION, HEALTH_LEN = 2, 161

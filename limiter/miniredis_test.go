@@ -10,7 +10,7 @@ import (
 )
 
 // The demo runs on an embedded miniredis, whose Lua has no struct library:
-// the health record is written and read by adaptive.lua's stand-in there,
+// the health record is written and read by luanums.lua's stand-in there,
 // in the same layout, so releases that record an outcome succeed and
 // Status reads what they wrote.
 func TestHealthOnEmbeddedRedis(t *testing.T) {

@@ -97,3 +97,24 @@ func TestIntText(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeStructAsFunctions: loaded as a library of Redis Functions, the
+// prelude finds Redis's own struct library, not the slower stand-in.
+func TestNativeStructAsFunctions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rdb := srv.Client()
+	defer rdb.Close()
+	code := "#!lua name=luanums_test\n" + luanums.Lua + `
+redis.register_function('luanums_native', function(keys, args)
+  return tostring(packer() == rawget(_G, 'struct') and packer() ~= nil)
+end)`
+	if err := rdb.FunctionLoadReplace(ctx, code).Err(); err != nil {
+		t.Fatalf("FUNCTION LOAD: %v", err)
+	}
+	defer rdb.FunctionDelete(context.Background(), "luanums_test")
+	got, err := rdb.FCall(ctx, "luanums_native", nil).Text()
+	if err != nil || got != "true" {
+		t.Fatalf("packer is Redis's struct: %q, %v", got, err)
+	}
+}

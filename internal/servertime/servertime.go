@@ -5,8 +5,12 @@ package servertime
 
 import _ "embed"
 
-// Lua defines server_ms() (the server time in ms, rounded down and up) and
-// now_ms() (rounded down). Prepend it to a script that uses them.
+// Lua defines server_ms() (the server time in ms, rounded down and up, then
+// TIME's reply), now_ms() (rounded down, then TIME's reply) and ms_text(t)
+// (TIME's reply t in ms rounded down, as text for a command). The reply
+// comes last so that `local now = now_ms()` reads the time alone; a call
+// last in an argument list passes it too: wrap it in parentheses. Prepend
+// it to a script that uses them.
 //
 //go:embed servertime.lua
 var Lua string
