@@ -44,7 +44,7 @@ type Config struct {
 	Include            Repeated      `yaml:"include" env:"CRAWLER_INCLUDE" flag:"include" help:"follow only links whose normalised URL matches one of these RE2 regular expressions (repeatable); seeds are always crawled"`
 	Exclude            Repeated      `yaml:"exclude" env:"CRAWLER_EXCLUDE" flag:"exclude" help:"never follow links whose normalised URL matches one of these RE2 regular expressions (repeatable); seeds are always crawled"`
 	MaxDepth           int           `yaml:"max_depth" env:"CRAWLER_MAX_DEPTH" flag:"max-depth" help:"follow links at most this many hops from a seed (0: no limit)"`
-	Out                string        `yaml:"out" env:"CRAWLER_OUT" flag:"out" help:"write one JSON line per fetch to this file (url, status, bytes, fetched_at, worker)"`
+	Out                string        `yaml:"out" env:"CRAWLER_OUT" flag:"out" help:"write one JSON line per turn of a URL to this file (url, outcome, status, bytes, depth, attempt, final, fetched_at, worker, ...)"`
 	MetricsAddr        string        `yaml:"metrics_addr" env:"CRAWLER_METRICS_ADDR" flag:"metrics-addr" help:"serve Prometheus /metrics here (e.g. 127.0.0.1:9090; empty: off)"`
 	MetricsLinger      time.Duration `yaml:"metrics_linger" env:"CRAWLER_METRICS_LINGER" flag:"metrics-linger" help:"keep serving /metrics this long after the crawl ends, for a last scrape (Ctrl-C ends it sooner; 0: stop at once)"`
 	Visibility         time.Duration `yaml:"visibility" env:"CRAWLER_VISIBILITY" flag:"visibility" help:"a URL taken by a worker that goes quiet is handed to another after this"`

@@ -88,6 +88,7 @@ func TestSeeds(t *testing.T) {
 		{"none, forever", nil, nil, true, "", false},
 		{"not http", nil, []string{"http://a.test/", "ftp://x"}, false, `seed "ftp://x": want an absolute http(s) URL`, true},
 		{"relative", nil, []string{"/x"}, false, `seed "/x": want an absolute http(s) URL`, true},
+		{"flag after the seeds", nil, []string{"http://a.test/", "--workers"}, false, `seed "--workers": flags go before the seed URLs`, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := config.Default()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/polite-crawler/polite/config"
@@ -42,6 +43,9 @@ func Seeds(cfg *config.Config, args []string) ([]string, error) {
 		return nil, usageError{msg: "no seed URLs (give at least one, or a seeds: list in the --config file, or --forever to join a crawl others seed)"}
 	}
 	for _, s := range seeds {
+		if strings.HasPrefix(s, "-") {
+			return nil, usageError{msg: fmt.Sprintf("seed %q: flags go before the seed URLs", s)}
+		}
 		if _, _, err := frontier.Normalize(s); err != nil {
 			return nil, usageError{msg: fmt.Sprintf("seed %q: want an absolute http(s) URL", s), err: err}
 		}
@@ -63,7 +67,7 @@ func (c *Crawl) Seed(ctx context.Context, seeds []string) error {
 	c.log.Info("crawl started", "crawl", cfg.Crawl, "redis", cfg.RedisAddrs(), "seeds", len(seeds), "new", added,
 		"workers", cfg.Workers, "max_per_site", cfg.MaxPerSite, "site_key", cfg.SiteKey, "max_per_ip", cfg.MaxPerIP, "resolve", c.pins, "semaphore", cfg.Semaphore)
 	if len(seeds) > 0 && added == 0 {
-		c.log.Info("every seed was already seen in this crawl, so none is fetched again (crawler status shows what was done; another --crawl starts afresh)", "crawl", cfg.Crawl)
+		c.log.Info("every seed was already seen in this crawl, so none is fetched again; the process works on what the crawl still has queued (crawler status shows what was done; another --crawl starts afresh)", "crawl", cfg.Crawl)
 	}
 	return nil
 }
