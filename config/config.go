@@ -249,7 +249,11 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, a...)))
 	}
 	if u, err := url.Parse(c.Redis); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-		bad("redis", "%q is not a redis:// or rediss:// URL", c.Redis)
+		hint := ""
+		if _, _, err := net.SplitHostPort(c.Redis); err == nil && !strings.Contains(c.Redis, "/") {
+			hint = fmt.Sprintf(" (did you mean redis://%s?)", c.Redis)
+		}
+		bad("redis", "%q is not a redis:// or rediss:// URL%s", c.Redis, hint)
 	}
 	for _, a := range c.RedisCluster {
 		if _, _, err := net.SplitHostPort(a); err != nil {

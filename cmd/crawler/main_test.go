@@ -131,6 +131,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "ftp://x.example/"}, 2, `seed "ftp://x.example/"`},
 		{[]string{"run", "--redis", "http://x", "--workers", "0", "--semaphore", "fast", "http://a.example/"}, 2, "--workers: 0"},
 		{[]string{"run", "--redis", "http://x", "http://a.example/"}, 2, "--redis:"},
+		{[]string{"run", "--redis", "127.0.0.1:6379", "http://a.example/"}, 2, "(did you mean redis://127.0.0.1:6379?)"},
+		{[]string{"run", "http://a.example/", "--workers", "2"}, 2, `seed "--workers": flags go before the seed URLs`},
+		{[]string{"status", "--redis", down, "try1"}, 2, `unexpected arguments ["try1"] (name the crawl with --crawl)`},
 		{[]string{"run", "--config", bad, "http://a.example/"}, 2, "config"},
 		{[]string{"run", "--redis", "redis://127.0.0.1:1", "http://a.example/"}, 1, "cannot reach Redis at 127.0.0.1:1"},
 		// A flag's value "config" is that flag's, not --config.

@@ -26,9 +26,12 @@ with queued URLs the permit limit, holders, waiters and backlog. Only --redis*, 
 // runStatus wires crawler status: settings → Redis → the crawl's counts
 // and limits, then a row per site with queued URLs (writeSites).
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, _, err := loadConfig("status", args, stderr, statusUsage)
+	cfg, fs, err := loadConfig("status", args, stderr, statusUsage)
 	if err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected arguments %q (name the crawl with --crawl)", fs.Args())
 	}
 	rdb, err := cfg.Connect(ctx, newLogger(cfg, stderr, isTerminal(stderr)))
 	if err != nil {
