@@ -257,7 +257,7 @@ func (a *Adaptive) check() error {
 // backoff's jitter; all 0 (nothing to record) when adaptive politeness is
 // off.
 func (l *Limiter) adaptNums(o Outcome) [5]float64 {
-	if l.adapt == "" {
+	if !l.adaptive {
 		return [5]float64{}
 	}
 	if o.Class < OutcomeNone || o.Class > OutcomeConnError {

@@ -50,7 +50,6 @@ end
 -- starts afresh). Go reads the same layout (status.go: healthVersion,
 -- healthLen, SiteStatus.health) and must change with it.
 local HEALTH_PACK = '<Bdddddddddddddddddddd'
-local HEALTH_FIELDS = '<dddddddddddddddddddd' -- HEALTH_PACK past its version byte
 local HEALTH_VERSION, HEALTH_LEN = 2, 161
 
 -- health_parse is a record's 20 numbers, or nil for a record that is not
@@ -59,7 +58,7 @@ local function health_parse(raw)
   if not raw or #raw ~= HEALTH_LEN or string.byte(raw, 1) ~= HEALTH_VERSION then
     return nil
   end
-  local h = {packer().unpack(HEALTH_FIELDS, raw, 2)} -- past the version byte
+  local h = {nums(raw, 20, 2)} -- past the version byte
   h[21] = nil -- unpack's next position
   return h
 end
@@ -91,7 +90,7 @@ end
 local params_text, params
 local function adapt_params(s)
   if s ~= params_text then
-    local f, ex, sh, w, wm, cd, d0, dm, b, bm, fg, bmem, a, r = packer().unpack('<dddddddddddddd', s)
+    local f, ex, sh, w, wm, cd, d0, dm, b, bm, fg, bmem, a, r = nums(s, 14)
     params_text, params = s, {factor = f, excess = ex, share = sh, window = w, winmax = wm, cooldown = cd,
       delay0 = d0, delaymax = dm, backoff = b, backoffmax = bm, forgive = fg, bestmem = bmem, alpha = a, run = r}
   end

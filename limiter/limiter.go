@@ -90,9 +90,9 @@ type Limiter struct {
 	gates gates // ModeLocked's per-site queues of this process
 	err   error // Options out of range: every call returns it
 
-	adapt  string // "1" when adaptive politeness is on, else ""
-	params string // the controller's parameters, as release.lua takes them
-	views  views  // the sites this process last saw reduced (AdaptStats)
+	adaptive bool   // adaptive politeness is on
+	params   string // the controller's parameters, as release.lua takes them
+	views    views  // the sites this process last saw reduced (AdaptStats)
 }
 
 // New returns a Limiter on rdb (a single node, Sentinel or Cluster client).
@@ -110,7 +110,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Limiter {
 	}
 	l := &Limiter{rdb: rdb, fn: lib.On(rdb), opts: opts, hub: newHub(rdb, opts.lease()), err: opts.check()}
 	if a := opts.adaptive(); a.on() {
-		l.adapt, l.params = "1", a.params()
+		l.adaptive, l.params = true, a.params()
 	}
 	return l
 }
@@ -276,7 +276,7 @@ func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule,
 // joins the line when no permit is free.
 func (l *Limiter) acquireArgs(id string, rule Rule, queue bool) []any {
 	return []any{id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)), bit(queue),
-		float64(l.opts.restartGuard(rule)), msn(rule.Delay), msn(l.opts.ruleMemory()), bit(l.adapt != "")), rule.From}
+		float64(l.opts.restartGuard(rule)), msn(rule.Delay), msn(l.opts.ruleMemory()), bit(l.adaptive)), rule.From}
 }
 
 // check heartbeats id and reports its state (stGranted, stQueued or stLost)
@@ -284,7 +284,7 @@ func (l *Limiter) acquireArgs(id string, rule Rule, queue bool) []any {
 func (l *Limiter) check(ctx context.Context, k keys, id string, rule Rule) (outcome, error) {
 	sent := l.opts.now()()
 	v, err := checkScript.Run(ctx, l.fn, k.all(), id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)),
-		ceiled(rule), msn(rule.Delay), msn(l.opts.ruleMemory()), bit(l.adapt != ""))).Int64Slice()
+		ceiled(rule), msn(rule.Delay), msn(l.opts.ruleMemory()), bit(l.adaptive))).Int64Slice()
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: check %s: %w", k.site, err)
 	}
@@ -346,7 +346,7 @@ func (l *Limiter) left(k keys, rule Rule, v []any, err error) (bool, error) {
 		return false, fmt.Errorf("limiter: release %s: script returned %d values", k.site, len(v))
 	}
 	removed, _ := v[0].(int64)
-	if l.adapt != "" {
+	if l.adaptive {
 		ev, _ := v[3].(int64)
 		hcap, _ := v[4].(int64)
 		hdelay, _ := v[5].(int64)

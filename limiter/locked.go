@@ -121,7 +121,7 @@ func (l *Limiter) lockedArgs(token string, lease time.Duration, ts []*ticket) []
 		ttl, guard = max(ttl, l.keyTTL(t.rule)), max(guard, l.opts.restartGuard(t.rule))
 	}
 	from := contributors(ts)
-	n := []float64{msn(lease), msn(ttl), float64(guard), float64(len(from)), msn(l.opts.ruleMemory()), bit(l.adapt != "")}
+	n := []float64{msn(lease), msn(ttl), float64(guard), float64(len(from)), msn(l.opts.ruleMemory()), bit(l.adaptive)}
 	for _, c := range from {
 		n = append(n, float64(c.Limit), msn(c.Delay))
 	}

@@ -15,14 +15,15 @@ import (
 	"math"
 )
 
-// Lua defines nums(s, n, at), which returns the n numbers packed in string s
-// from its byte at (1 when nil), followed, as struct.unpack's results are,
-// by the position after them (so a call of nums last in an argument list
-// passes one argument more: assign it first); packer(), Redis's struct library or, in a
-// Lua without one (miniredis), a stand-in for the formats '<', 'B' and 'd';
-// and int_text(x), a whole number as text for a command (cheaper than
-// Redis's own formatting of a number argument). Prepend it to a script that uses them; it only defines, so it may
-// be part of a library's prelude (internal/luafn).
+// Lua defines nums(s, n, at), which returns the n numbers packed in string
+// s from its byte at (1 when nil), followed, as struct.unpack's results
+// are, by the position after them (so a call of nums last in an argument
+// list passes one argument more: assign it first); packer(), Redis's
+// struct library or, in a Lua without one (miniredis), a stand-in for the
+// formats '<', 'B' and 'd'; and int_text(x), a whole number as text for a
+// command (cheaper than Redis's own formatting of a number argument).
+// Prepend it to a script that uses them; it only defines, so it may be part
+// of a library's prelude (internal/luafn).
 //
 //go:embed luanums.lua
 var Lua string

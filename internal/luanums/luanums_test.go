@@ -26,8 +26,7 @@ const read = `
 local n, at, standin = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
 local out
 if standin then
-  local v = {struct_standin().unpack('<' .. string.rep('d', n), ARGV[1], at)}
-  out = v
+  out = {struct_standin().unpack('<' .. string.rep('d', n), ARGV[1], at)}
 else
   out = {nums(ARGV[1], n, at)}
 end
