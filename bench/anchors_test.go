@@ -15,9 +15,10 @@ import (
 )
 
 // The token list holds exactly limit tokens whatever the key held before,
-// never grants more than limit at once (counted at Redis: tokens in the
-// list + tokens held = limit, always), gives every token back, and a
-// waiter blocked in BLPOP leaves when its context ends, deadline or not.
+// never grants more than limit at once (counted by the holders, and at
+// Redis: a holder never sees more than limit-1 tokens left in the list),
+// gives every token back, and a waiter blocked in BLPOP leaves when its
+// context ends, deadline or not.
 func TestTokenList(t *testing.T) {
 	srv, err := redistest.Start()
 	if err != nil {
@@ -48,8 +49,12 @@ func TestTokenList(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.close()
-	// 12 waiters, 25 grants each; each holder checks at Redis that the
-	// tokens left plus those held never pass the limit.
+	// 12 waiters, 25 grants each. held counts a holder from after its
+	// BLPOP to before its RPUSH, so it never passes the number of tokens
+	// out of the list. Adding held to LLEN would race (a holder that gives
+	// its token back between the two reads is counted twice), so each
+	// holder checks the two sides apart: held ≤ limit, and, its own token
+	// being out for the whole LLEN, at most limit-1 left in the list.
 	var held, grants, over atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < 12; w++ {
@@ -62,8 +67,10 @@ func TestTokenList(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				n := held.Add(1)
-				if left, err := rdb.LLen(ctx, key).Result(); err != nil || left+n > limit {
+				if held.Add(1) > limit {
+					over.Add(1)
+				}
+				if left, err := rdb.LLen(ctx, key).Result(); err != nil || left > limit-1 {
 					over.Add(1)
 				}
 				time.Sleep(time.Millisecond)
