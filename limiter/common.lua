@@ -82,3 +82,23 @@ local function wait_hint(now, lease, rank, limit, nxt, oldest)
   end
   return back
 end
+
+-- tell publishes head and the ids to each id's process (release.lua): on
+-- the channel ARGV[3] .. its tag (an id is "<tag>.<n>", hub.go). An id
+-- without a tag is a waiter of an older version, which listens on the
+-- site's channel (the keys' base and "wake") for the same message.
+local function tell(ids, head)
+  local by, chans = {}, {}
+  for _, v in ipairs(ids) do
+    local tag = string.match(v, '^(%x+)%.')
+    local ch = tag and (ARGV[3] .. tag) or (string.sub(KEYS[1], 1, -8) .. 'wake')
+    if not by[ch] then
+      by[ch] = {}
+      chans[#chans + 1] = ch
+    end
+    table.insert(by[ch], v)
+  end
+  for _, ch in ipairs(chans) do
+    redis.call('PUBLISH', ch, head .. ' ' .. table.concat(by[ch], ' '))
+  end
+end

@@ -2,69 +2,86 @@ package limiter
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"net"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// maxChannels bounds how many site channels one process subscribes to. Past
-// it, new sites' waiters poll (Options.Poll) until idle channels are dropped.
-const maxChannels = 4096
-
-// hub is a process's one pub/sub connection, shared by all its waiters. It
-// subscribes to a site's wake-up channel when the site first has a local
-// waiter and unsubscribes once the channel has been unused for a while, and
-// hands each message to the waiters it names.
+// hub is a process's one pub/sub connection, shared by all its waiters. Each
+// Limiter has a tag of its own, which starts every entry id it makes
+// ("<tag>.<n>"), and a wake-up channel of its own, wakeBase + tag: a release
+// that lets a waiter in publishes its id on the channel its tag names
+// (release.lua), so a hand-off wakes the one process whose waiter it lets
+// in, not every process with a waiter on the site. The hub subscribes to
+// the channel on the first wait and hands each message to the waiters it
+// names.
 type hub struct {
 	rdb  redis.UniversalClient
-	idle time.Duration // how long an unused channel stays subscribed
+	tag  string        // starts every entry id of this process
+	ch   string        // the process's wake-up channel
+	idle time.Duration // how long loop waits for a message before looking at done
 	done chan struct{} // closed by close, under mu
+	seq  atomic.Uint64 // entry ids made
 
-	mu       sync.Mutex
-	ps       *redis.PubSub
-	loopDone chan struct{}
-	chans    map[string]*channel
+	mu         sync.Mutex
+	ps         *redis.PubSub
+	subscribed bool // ch has been subscribed to (go-redis renews it after a reconnect)
+	loopDone   chan struct{}
+	waiters    map[string]chan grant
 }
 
-type channel struct {
-	waiters   map[string]chan grant
-	idleSince time.Time
+// wakeBase starts every process's wake-up channel; release.lua appends the
+// tag of the entry it lets in.
+func wakeBase(prefix string) string { return prefix + ":wake:" }
+
+func newHub(rdb redis.UniversalClient, prefix string, lease time.Duration) *hub {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	tag := hex.EncodeToString(b[:])
+	return &hub{rdb: rdb, tag: tag, ch: wakeBase(prefix) + tag, idle: max(lease, time.Second),
+		done: make(chan struct{}), waiters: map[string]chan grant{}}
 }
 
-func newHub(rdb redis.UniversalClient, lease time.Duration) *hub {
-	return &hub{rdb: rdb, idle: max(lease, time.Second), done: make(chan struct{}), chans: map[string]*channel{}}
+// newID returns an entry id no other entry of any process has: the
+// process's random 64-bit tag, a dot, and a count.
+func (h *hub) newID() string {
+	return h.tag + "." + strconv.FormatUint(h.seq.Add(1), 36)
 }
 
-// join registers waiter id on ch. fresh reports that the subscription was
-// just made (a message published just before may have been missed).
-func (h *hub) join(ch, id string) (grants <-chan grant, fresh bool) {
+// register makes id a waiter of this process before its entry is written,
+// so that a wake-up published the moment after is kept for it (the
+// channel holds one). Every register is paired with a leave.
+func (h *hub) register(id string) <-chan grant {
 	c := make(chan grant, 1)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.isClosed() {
-		return c, false
-	}
-	s := h.chans[ch]
-	if s == nil {
-		if len(h.chans) >= maxChannels {
-			h.dropIdle(0)
-		}
-		s = &channel{waiters: map[string]chan grant{}}
-		if len(h.chans) < maxChannels {
-			h.chans[ch] = s
-			fresh = h.subscribe(ch)
-		}
-	}
-	s.waiters[id] = c
-	return c, fresh
+	h.waiters[id] = c
+	return c
 }
 
-// subscribe adds ch to the shared connection, starting it on first use. On
-// failure waiters still poll; the next join on ch tries again.
-func (h *hub) subscribe(ch string) bool {
+// listen subscribes to the process's channel unless it is already.
+// fresh reports that the subscription was just made (a message published
+// just before may have been missed).
+func (h *hub) listen() (fresh bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.subscribed || h.isClosed() {
+		return false
+	}
+	return h.subscribe()
+}
+
+// subscribe subscribes to the process's channel, starting the connection on
+// first use. On failure waiters still poll; the next join tries again.
+// h.mu held.
+func (h *hub) subscribe() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if h.ps == nil {
@@ -72,30 +89,25 @@ func (h *hub) subscribe(ch string) bool {
 		h.loopDone = make(chan struct{})
 		go h.loop(h.ps, h.loopDone)
 	}
-	if err := h.ps.Subscribe(ctx, ch); err != nil {
-		delete(h.chans, ch)
+	if err := h.ps.Subscribe(ctx, h.ch); err != nil {
 		return false
 	}
+	h.subscribed = true
 	return true
 }
 
-func (h *hub) leave(ch, id string) {
+func (h *hub) leave(id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if s := h.chans[ch]; s != nil {
-		delete(s.waiters, id)
-		if len(s.waiters) == 0 {
-			s.idleSince = time.Now()
-		}
-	}
+	delete(h.waiters, id)
 }
 
 // loop reads the pub/sub connection and delivers messages until close. It is
 // the hub's only goroutine, and reads the connection itself (not through
-// go-redis's Channel, which adds a goroutine hop to every wake-up). Between
-// messages it drops idle channels. After a connection error go-redis
-// reconnects and subscribes again on the next read; the loop waits a little
-// first, so a dead Redis does not make it spin.
+// go-redis's Channel, which adds a goroutine hop to every wake-up). After a
+// connection error go-redis reconnects and subscribes again on the next
+// read; the loop waits a little first, so a dead Redis does not make it
+// spin.
 func (h *hub) loop(ps *redis.PubSub, end chan struct{}) {
 	defer close(end)
 	ctx := context.Background()
@@ -109,10 +121,9 @@ func (h *hub) loop(ps *redis.PubSub, end chan struct{}) {
 		case err == nil:
 			if m, ok := msg.(*redis.Message); ok {
 				if g, ids, ok := parseGrant(m.Payload); ok {
-					h.deliver(m.Channel, g, ids)
+					h.deliver(g, ids)
 				}
 			}
-			continue
 		case errors.As(err, &ne) && ne.Timeout():
 		default:
 			select {
@@ -121,43 +132,20 @@ func (h *hub) loop(ps *redis.PubSub, end chan struct{}) {
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
-		h.mu.Lock()
-		h.dropIdle(h.idle)
-		h.mu.Unlock()
 	}
 }
 
-// deliver hands g to the local waiters named in ids that wait on ch.
-func (h *hub) deliver(ch string, g grant, ids []string) {
+// deliver hands g to the local waiters named in ids.
+func (h *hub) deliver(g grant, ids []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.chans[ch]
-	if s == nil {
-		return
-	}
 	for _, id := range ids {
-		if c := s.waiters[id]; c != nil {
+		if c := h.waiters[id]; c != nil {
 			select {
 			case c <- g:
 			default: // already told (by the releaser and by pub/sub)
 			}
 		}
-	}
-}
-
-// dropIdle unsubscribes channels without waiters for at least idle. h.mu held.
-func (h *hub) dropIdle(idle time.Duration) {
-	var drop []string
-	for ch, s := range h.chans {
-		if len(s.waiters) == 0 && time.Since(s.idleSince) >= idle {
-			drop = append(drop, ch)
-			delete(h.chans, ch)
-		}
-	}
-	if len(drop) > 0 && h.ps != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		h.ps.Unsubscribe(ctx, drop...)
 	}
 }
 

@@ -7,7 +7,6 @@ type keys struct {
 	holders, owners, counter, lock, next string
 	rules                                string // the ceiling's contributors (ceiling.lua)
 	health                               string // the site's health record (adaptive.lua)
-	wake                                 string // pub/sub channel
 }
 
 func keysFor(prefix, site string) keys {
@@ -21,7 +20,6 @@ func keysFor(prefix, site string) keys {
 		next:    base + "next",
 		rules:   base + "rules",
 		health:  base + "health",
-		wake:    base + "wake",
 	}
 }
 

@@ -41,7 +41,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/polite-crawler/polite/internal/keyname"
 	"github.com/polite-crawler/polite/internal/luafn"
 	"github.com/polite-crawler/polite/internal/luanums"
@@ -108,7 +107,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Limiter {
 		}
 		opts = &o
 	}
-	l := &Limiter{rdb: rdb, fn: lib.On(rdb), opts: opts, hub: newHub(rdb, opts.lease()), err: opts.check()}
+	l := &Limiter{rdb: rdb, fn: lib.On(rdb), opts: opts, hub: newHub(rdb, opts.prefix(), opts.lease()), err: opts.check()}
 	if a := opts.adaptive(); a.on() {
 		l.adaptive, l.params = true, a.params()
 	}
@@ -154,15 +153,17 @@ func (l *Limiter) AcquireRule(ctx context.Context, site string, rule Rule) (*Per
 		if l.hub.isClosed() {
 			return nil, ErrClosed
 		}
-		id := uuid.NewString()
+		id := l.hub.newID()
+		grants := l.hub.register(id)
 		o, err := l.enter(ctx, k, id, rule, true)
-		if err != nil {
-			return nil, err
-		}
-		if o.state == stGranted {
+		if err != nil || o.state == stGranted {
+			l.hub.leave(id)
+			if err != nil {
+				return nil, err
+			}
 			return newPermit(l, k, id, o.rule, o.eff, o.sent, o.rank+1 >= o.eff.Limit), nil
 		}
-		p, err := l.wait(ctx, k, id, rule, o)
+		p, err := l.wait(ctx, k, id, rule, o, grants)
 		if errors.Is(err, errPlaceLost) {
 			continue // our place expired while we waited (a long stall): join again
 		}
@@ -179,7 +180,7 @@ func (l *Limiter) TryAcquireRule(ctx context.Context, site string, rule Rule) (*
 	if l.hub.isClosed() {
 		return nil, ErrClosed
 	}
-	id := uuid.NewString()
+	id := l.hub.newID()
 	o, err := l.enter(ctx, k, id, rule, false)
 	if err != nil {
 		return nil, err
@@ -330,7 +331,7 @@ func (l *Limiter) releaseArgs(k keys, id string, rule Rule, held bool, out Outco
 	}
 	return []any{id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(rule.Delay), bit(held), msn(l.keyTTL(rule)),
 		ceiled(rule), msn(l.opts.ruleMemory()), a[0], a[1], a[2], a[3], a[4], keep[0], keep[1], keep[2], keep[3]),
-		k.wake, l.params, from}
+		wakeBase(l.opts.prefix()), l.params, from}
 }
 
 // left reads release.lua's reply (v, err) for an entry under rule, notes
@@ -362,7 +363,7 @@ func (l *Limiter) left(k keys, rule Rule, v []any, err error) (bool, error) {
 				ids = append(ids, s)
 			}
 		}
-		l.hub.deliver(k.wake, grant{limit: int(limit), wait: time.Duration(wait) * time.Millisecond}, ids)
+		l.hub.deliver(grant{limit: int(limit), wait: time.Duration(wait) * time.Millisecond}, ids)
 	}
 	return removed == 1, nil
 }

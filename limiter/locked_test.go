@@ -232,7 +232,7 @@ func TestLockWatch(t *testing.T) {
 }
 
 // blockFirstRelease holds up the first release script call (it names the
-// site's wake channel) until release is closed.
+// wake-up channels' base) until release is closed.
 type blockFirstRelease struct {
 	wake    string
 	once    sync.Once
@@ -265,7 +265,7 @@ func TestLockedLeaverUndoDoesNotHoldUpNextBatch(t *testing.T) {
 	l := newLimiter(t, rdb, Options{})
 	k := keysFor(l.opts.prefix(), "u")
 	stall := &stallAfterLock{stalled: make(chan struct{}), release: make(chan struct{})}
-	undo := &blockFirstRelease{wake: k.wake, blocked: make(chan struct{}), release: make(chan struct{})}
+	undo := &blockFirstRelease{wake: wakeBase(l.opts.prefix()), blocked: make(chan struct{}), release: make(chan struct{})}
 	rdb.AddHook(stall)
 	rdb.AddHook(undo)
 	other := newClient(t)

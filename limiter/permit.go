@@ -65,7 +65,8 @@ func (p *Permit) Site() string {
 	return p.k.site
 }
 
-// ID is the permit's random id (a UUID) in Redis.
+// ID is the permit's id in Redis: its process's random 64-bit tag, a dot
+// and a count ("<tag>.<n>"), unique across the fleet.
 func (p *Permit) ID() string {
 	if p == nil {
 		return ""

@@ -2,7 +2,8 @@
 -- tell the waiters that moved into the first `limit` places.
 -- KEYS: see common.lua.
 -- ARGV[1] entry id   ARGV[2] the numbers below, packed (luanums)
--- ARGV[3] wake-up channel   ARGV[4] the controller's parameters (adapt_params)
+-- ARGV[3] the wake-up channels' base (a process's channel is the base and
+-- its tag)   ARGV[4] the controller's parameters (adapt_params)
 -- ARGV[5] the kept rule's contributor ('' = none)
 -- The numbers: limit, lease ms, crawl delay ms, held (1 when the entry held
 -- a permit: starts the crawl delay), key TTL ms, ceil (1 = apply the
@@ -14,10 +15,12 @@
 -- With the ceiling, the limit and delay are tightened to it first: a permit
 -- granted before a stricter contributor was recorded wakes no more waiters
 -- and starts no shorter delay than the site's rule now.
--- Publishes "<limit> <wait ms> <id>..." naming the entries now ranked below
--- limit, when the removed one was among them and someone waited behind it;
--- wait ms is how long until the site's next-request time (crawl delay or
--- backoff), 0 if it has passed.
+-- When the removed entry was ranked below limit and someone waited behind
+-- it, publishes "<limit> <wait ms> <id>..." naming the entries it lets into
+-- the first limit places (tell): the one just behind them, or, when this
+-- call dropped expired entries, all in those places. wait ms is how long
+-- until the site's next-request time (crawl delay or backoff), 0 if it has
+-- passed.
 -- With adaptive politeness, the outcome is recorded in the site's health
 -- and the controller run first; the limit and delay are then tightened to
 -- the site's effective cap and extra delay, and a new backoff holds the
@@ -144,8 +147,16 @@ if owned > limit then
   out[1] = redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
   if rank and rank < limit and size > limit then
-    local front = redis.call('ZRANGE', KEYS[2], '0', limit - 1)
-    redis.call('PUBLISH', ARGV[3], limit .. ' ' .. wait .. ' ' .. table.concat(front, ' '))
+    -- Ranks only fall: without a prune here, the one that moved into the
+    -- first limit places is the last of them.
+    local front
+    if size == owned then
+      local last = int_text(limit - 1)
+      front = redis.call('ZRANGE', KEYS[2], last, last)
+    else
+      front = redis.call('ZRANGE', KEYS[2], '0', int_text(limit - 1))
+    end
+    tell(front, limit .. ' ' .. wait)
     for _, v in ipairs(front) do
       out[#out + 1] = v
     end

@@ -172,7 +172,7 @@ func TestReleaseOnWakesLocalWaiter(t *testing.T) {
 	forModes(t, func(t *testing.T, mode Mode) {
 		ctx := ctxT(t)
 		rdb := newClient(t)
-		l := newLimiter(t, rdb, Options{Mode: mode, Lease: 30 * time.Second, Poll: 10 * time.Second})
+		l := newLimiter(t, rdb, Options{Mode: mode, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true}) // the guard would hold a fresh server for 31 s
 		p, err := l.Acquire(ctx, "local.example", 1)
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +180,6 @@ func TestReleaseOnWakesLocalWaiter(t *testing.T) {
 		got := waiter(ctx, l, "local.example", 1)
 		waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, "local.example"); return len(o) == 2 })
 		time.Sleep(50 * time.Millisecond) // past the fresh subscription's early look
-		k := keysFor(l.opts.prefix(), "local.example")
 		var ps *redis.PubSub
 		waitFor(t, "waiter to subscribe", func() bool {
 			l.hub.mu.Lock() // the waiter's join sets ps under it
@@ -188,7 +187,7 @@ func TestReleaseOnWakesLocalWaiter(t *testing.T) {
 			ps = l.hub.ps
 			return ps != nil
 		})
-		if err := ps.Unsubscribe(ctx, k.wake); err != nil {
+		if err := ps.Unsubscribe(ctx, l.hub.ch); err != nil {
 			t.Fatal(err)
 		}
 		if errs := releaseOn(t, ctx, rdb, p); errs[0] != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/polite-crawler/polite/internal/luafn"
@@ -34,7 +33,7 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 	if err != nil || !l.Pipelines() || l.hub.isClosed() {
 		return sync.OnceValues(func() (*Permit, error) { return l.TryAcquireRule(ctx, site, rule) })
 	}
-	id := uuid.NewString()
+	id := l.hub.newID()
 	sent := l.opts.now()()
 	args := l.acquireArgs(id, rule, false)
 	cmd := acquireScript.Queue(ctx, l.fn, pipe, k.all(), args...)

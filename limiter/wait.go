@@ -14,7 +14,8 @@ import (
 var errPlaceLost = errors.New("limiter: place in line lost")
 
 // wait holds id's place in line until it reaches the front (a permit), ctx
-// ends, or the Limiter closes.
+// ends, or the Limiter closes. id was registered with the hub (grants)
+// before its entry was written; wait ends the registration.
 //
 // Fairness rule: a place is a counter value, taken once when the waiter first
 // enters the line and never lowered, and permits go to the lowest counters,
@@ -28,8 +29,8 @@ var errPlaceLost = errors.New("limiter: place in line lost")
 // and the line moves up.
 //
 // Wake-ups: the release that moves a waiter into the first `limit` places
-// publishes its id, and the waiter takes the permit without another round
-// trip. When no message comes (a holder died, a message was missed while the
+// publishes its id on its process's channel (hub), and the waiter takes the
+// permit without another round trip. When no message comes (a holder died, a message was missed while the
 // subscription was being set up) the waiter looks again when Redis said the
 // oldest lease can run out, at its next heartbeat, or after Options.Poll.
 //
@@ -38,10 +39,10 @@ var errPlaceLost = errors.New("limiter: place in line lost")
 // (Rule.From), so a waiter that queued under a higher limit is held to a
 // lower one recorded since, and one held to a ceiling that has since
 // loosened is let in by it.
-func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outcome) (*Permit, error) {
+func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outcome, grants <-chan grant) (*Permit, error) {
 	rule, eff := o.rule, o.eff
-	grants, fresh := l.hub.join(k.wake, id)
-	defer l.hub.leave(k.wake, id)
+	defer l.hub.leave(id)
+	fresh := l.hub.listen()
 	lease, poll, now := l.opts.lease(), l.opts.poll(), l.opts.now()
 	beat, hint := o.sent, o.wait
 	if fresh {
