@@ -144,9 +144,7 @@ func (s *Server) launch() error {
 		return fmt.Errorf("redistest: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
-	// Own process group, so a signal to the test binary's group does not
-	// race our orderly shutdown.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		stderr.Close()
 		return fmt.Errorf("redistest: start %s: %w", s.bin, err)
