@@ -17,11 +17,11 @@ import (
 // hub is a process's one pub/sub connection, shared by all its waiters. Each
 // Limiter has a tag of its own, which starts every entry id it makes
 // ("<tag>.<n>"), and a wake-up channel of its own, wakeBase + tag: a release
-// that lets a waiter in publishes its id on the channel its tag names
-// (release.lua), so a hand-off wakes the one process whose waiter it lets
-// in, not every process with a waiter on the site. The hub subscribes to
-// the channel on the first wait and hands each message to the waiters it
-// names.
+// that lets a waiter in publishes the ids in the site's first limit places
+// on the channels their tags name (release.lua), so a hand-off wakes the
+// processes with an entry there, not every process with a waiter on the
+// site. The hub subscribes to the channel on the first wait and hands each
+// message to the waiters it names.
 type hub struct {
 	rdb  redis.UniversalClient
 	tag  string        // starts every entry id of this process

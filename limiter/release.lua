@@ -16,11 +16,10 @@
 -- granted before a stricter contributor was recorded wakes no more waiters
 -- and starts no shorter delay than the site's rule now.
 -- When the removed entry was ranked below limit and someone waited behind
--- it, publishes "<limit> <wait ms> <id>..." naming the entries it lets into
--- the first limit places (tell): the one just behind them, or, when this
--- call dropped expired entries, all in those places. wait ms is how long
--- until the site's next-request time (crawl delay or backoff), 0 if it has
--- passed.
+-- it, publishes "<limit> <wait ms> <id>..." naming the entries now in the
+-- first limit places, on each one's process's channel but the releaser's
+-- (tell); wait ms is how long until the site's next-request time (crawl
+-- delay or backoff), 0 if it has passed.
 -- With adaptive politeness, the outcome is recorded in the site's health
 -- and the controller run first; the limit and delay are then tightened to
 -- the site's effective cap and extra delay, and a new backoff holds the
@@ -147,15 +146,11 @@ if owned > limit then
   out[1] = redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
   if rank and rank < limit and size > limit then
-    -- Ranks only fall: without a prune here, the one that moved into the
-    -- first limit places is the last of them.
-    local front
-    if size == owned then
-      local last = int_text(limit - 1)
-      front = redis.call('ZRANGE', KEYS[2], last, last)
-    else
-      front = redis.call('ZRANGE', KEYS[2], '0', int_text(limit - 1))
-    end
+    -- Everyone in the first limit places is told, not only the one that
+    -- moved up behind the removed entry: the limit may be higher than when
+    -- they were last told (a cap that recovers, a looser rule), which puts
+    -- more than one of them there for the first time.
+    local front = redis.call('ZRANGE', KEYS[2], '0', int_text(limit - 1))
     tell(front, limit .. ' ' .. wait)
     for _, v in ipairs(front) do
       out[#out + 1] = v

@@ -29,8 +29,8 @@ var errPlaceLost = errors.New("limiter: place in line lost")
 // and the line moves up.
 //
 // Wake-ups: the release that moves a waiter into the first `limit` places
-// publishes its id on its process's channel (hub), and the waiter takes the
-// permit without another round trip. When no message comes (a holder died, a message was missed while the
+// publishes the ids there, each on its process's channel (hub), and the
+// waiter takes the permit without another round trip. When no message comes (a holder died, a message was missed while the
 // subscription was being set up) the waiter looks again when Redis said the
 // oldest lease can run out, at its next heartbeat, or after Options.Poll.
 //
