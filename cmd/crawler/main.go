@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/polite-crawler/polite/config"
 )
 
 // command is one subcommand: it parses its own flags from args and runs
@@ -69,6 +71,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				return 2
 			default:
 				fmt.Fprintf(stderr, "crawler %s: %v\n", c.name, err)
+				if ce := (*config.ConnectError)(nil); errors.As(err, &ce) && errors.Is(ce, config.ErrUnreachable) {
+					// The first run on a new machine meets this with the default address.
+					fmt.Fprintf(stderr, "crawler %s: start redis-server at %s, or name another with --redis redis://HOST:PORT (or CRAWLER_REDIS_URL); `crawler demo` runs on an embedded Redis\n", c.name, ce.Addr)
+				}
 				return 1
 			}
 		}
