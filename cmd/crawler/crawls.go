@@ -172,6 +172,9 @@ func loadConfigExtra(name string, args []string, stderr io.Writer, extra func(fs
 	fs := flag.NewFlagSet("crawler "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { printUsage(fs, usage) }
+	if only := shownFlags[name]; only != nil {
+		fs.Usage = func() { printSomeUsage(fs, usage, only) }
+	}
 	extra(fs)
 	var cfg *config.Config
 	err := parseQuiet(fs, func() (err error) { cfg, err = config.Load(fs, args, os.Getenv); return err })

@@ -44,6 +44,33 @@ func printUsage(fs *flag.FlagSet, text string) {
 	fs.PrintDefaults()
 }
 
+// connectFlags are the settings a command that only reads or deletes a
+// crawl's keys uses: where Redis is, the key prefix, and its own logging.
+var connectFlags = []string{"config", "redis", "redis-cluster", "redis-sentinel", "redis-ca", "prefix", "log-level", "log-format"}
+
+// shownFlags are the flags each such command's -h lists; the others of
+// run's settings are accepted there and ignored. A command not named lists
+// all of its flags.
+var shownFlags = map[string][]string{
+	"status": append([]string{"crawl"}, connectFlags...),
+	"crawls": connectFlags,
+	"delete": append([]string{"crawl", "yes", "force"}, connectFlags...),
+}
+
+// printSomeUsage is printUsage listing only the flags named in only.
+func printSomeUsage(fs *flag.FlagSet, text string, only []string) {
+	some := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	some.SetOutput(fs.Output())
+	for _, name := range only {
+		if f := fs.Lookup(name); f != nil {
+			some.Var(f.Value, f.Name, f.Usage)
+			some.Lookup(f.Name).DefValue = f.DefValue
+		}
+	}
+	printUsage(some, text)
+	fmt.Fprintln(fs.Output(), "\nThe other settings of 'crawler run' are accepted (flags, CRAWLER_* variables, --config) and\nignored: 'crawler run -h' lists them.")
+}
+
 // badFlags is a usage error (errUsage, exit 2) printed as it is, without
 // usageErr's "usage:".
 type badFlags string

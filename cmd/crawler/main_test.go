@@ -105,6 +105,34 @@ func TestTestserverCommand(t *testing.T) {
 	}
 }
 
+// status, crawls and delete -h list the flags they use, not all of run's.
+func TestReadOnlyCommandsHelp(t *testing.T) {
+	bin := build(t)
+	for _, c := range []struct {
+		cmd  string
+		want []string
+	}{
+		{"status", []string{"-crawl", "-redis ", "-redis-cluster", "-redis-ca", "-prefix", "-config", "-log-level"}},
+		{"crawls", []string{"-redis ", "-redis-sentinel", "-prefix"}},
+		{"delete", []string{"-crawl", "-yes", "-force", "-redis ", "-prefix"}},
+	} {
+		out, err := exec.Command(bin, c.cmd, "-h").CombinedOutput()
+		if err != nil {
+			t.Errorf("crawler %s -h: %v\n%s", c.cmd, err, out)
+		}
+		for _, want := range append(c.want, "'crawler run -h' lists them", "(default redis://127.0.0.1:6379)") {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("crawler %s -h lacks %q:\n%s", c.cmd, want, out)
+			}
+		}
+		for _, not := range []string{"-max-per-site", "-workers", "-warc", "-adaptive"} {
+			if strings.Contains(string(out), not) {
+				t.Errorf("crawler %s -h lists run's %s:\n%s", c.cmd, not, out)
+			}
+		}
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	bin := build(t)
 	bad := filepath.Join(t.TempDir(), "bad.json")
@@ -136,6 +164,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"status", "--redis", down, "try1"}, 2, `unexpected arguments ["try1"] (name the crawl with --crawl)`},
 		{[]string{"run", "--config", bad, "http://a.example/"}, 2, "config"},
 		{[]string{"run", "--redis", "redis://127.0.0.1:1", "http://a.example/"}, 1, "cannot reach Redis at 127.0.0.1:1"},
+		{[]string{"status", "--redis", down}, 1, "crawler status: start redis-server at 127.0.0.1:1, or name another with --redis redis://HOST:PORT (or CRAWLER_REDIS_URL); `crawler demo` runs on an embedded Redis"},
 		// A flag's value "config" is that flag's, not --config.
 		{[]string{"run", "--crawl", "config", "--redis", down, "http://a.example/"}, 1, "cannot reach Redis at 127.0.0.1:1"},
 		{[]string{"run", "--user-agent", "config", "--workers", "2", "--redis", down, "http://a.example/"}, 1, "cannot reach Redis at 127.0.0.1:1"},
@@ -144,6 +173,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--max-url-length", "10", "http://a.example/"}, 2, "--max-url-length: 10: want at least 256"},
 		{[]string{"demo", "--procs", "0"}, 2, "--procs 0"},
 		{[]string{"run", "-h"}, 0, "-max-per-site"},
+		{[]string{"status", "-h"}, 0, "'crawler run -h' lists them"},
 		{[]string{"bench", "--only", "limiter,nope"}, 2, `unknown section "nope"`},
 		{[]string{"bench", "extra"}, 2, "unexpected arguments: extra"},
 		{[]string{"bench", "-h"}, 0, "BENCHMARKS.md"},
