@@ -71,11 +71,19 @@ func (pr *progress) report(ctx context.Context, done <-chan struct{}, every time
 // waiting says why the process idles, as "waiting: next site ready in 12s
 // (example.com: crawl delay)", or "" when it does not: something of its
 // own is in flight or waits for a permit, or a site is ready, or none is
-// held back. It asks the limiter about the site the frontier hands out
+// held back. With nothing in flight it first asks whether Redis's restart
+// guard holds every permit back (GuardLeft: INFO, none when the guard is
+// off). Else it asks the limiter about the site the frontier hands out
 // soonest (one script call); which site that is is approximate when a
 // hold-off outlasts the frontier's deferral of a site.
 func (pr *progress) waiting(ctx context.Context, p crawl.Progress, st frontier.Stats) string {
-	if p.InFlight > 0 || p.Waiting > 0 || st.Held.Site == "" {
+	if p.InFlight > 0 {
+		return ""
+	}
+	if left, err := pr.lim.GuardLeft(ctx); err == nil && left > 0 {
+		return fmt.Sprintf("waiting: Redis started less than a lease ago: no permits for %s (restart guard)", roundWait(left))
+	}
+	if p.Waiting > 0 || st.Held.Site == "" {
 		return ""
 	}
 	ls, err := pr.lim.Status(ctx, st.Held.Site, pr.cap)

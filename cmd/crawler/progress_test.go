@@ -67,6 +67,31 @@ func TestProgressSaysWhyItWaits(t *testing.T) {
 	}
 }
 
+// On a Redis that has just started, the restart guard holds every permit
+// back for a lease and a second: progress says so while it waits.
+func TestProgressSaysRestartGuard(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "ok")
+	}))
+	defer site.Close()
+	cmd := worker(t, ctx, build(t), nil, rs.Addr, []string{site.URL + "/"}, "--progress", "200ms", "--lease", "3s")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("crawl: %v", err)
+	}
+	log := cmd.Stderr.(*strings.Builder).String()
+	const want = `"waiting":"waiting: Redis started less than a lease ago: no permits for `
+	if !strings.Contains(log, want) || !strings.Contains(log, ` (restart guard)"`) {
+		t.Fatalf("no progress record says %q; log:\n%s", want, log)
+	}
+}
+
 // holdReason names the longest hold on a site, and a limiter mark the crawl
 // delay does not explain as a Retry-After.
 func TestHoldReason(t *testing.T) {
