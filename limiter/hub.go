@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,8 +23,8 @@ import (
 type hub struct {
 	rdb  redis.UniversalClient
 	tag  string        // starts every entry id of this process
-	ch   string        // the process's wake-up channel
-	idle time.Duration // how long loop waits for a message before looking at done
+	base string        // wakeBase(prefix): release.lua's ARGV[3]
+	ch   string        // the process's wake-up channel: base + tag
 	done chan struct{} // closed by close, under mu
 	seq  atomic.Uint64 // entry ids made
 
@@ -41,12 +39,11 @@ type hub struct {
 // tag of the entry it lets in.
 func wakeBase(prefix string) string { return prefix + ":wake:" }
 
-func newHub(rdb redis.UniversalClient, prefix string, lease time.Duration) *hub {
+func newHub(rdb redis.UniversalClient, prefix string) *hub {
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
-	tag := hex.EncodeToString(b[:])
-	return &hub{rdb: rdb, tag: tag, ch: wakeBase(prefix) + tag, idle: max(lease, time.Second),
-		done: make(chan struct{}), waiters: map[string]chan grant{}}
+	tag, base := hex.EncodeToString(b[:]), wakeBase(prefix)
+	return &hub{rdb: rdb, tag: tag, base: base, ch: base + tag, done: make(chan struct{}), waiters: map[string]chan grant{}}
 }
 
 // newID returns an entry id no other entry of any process has: the
@@ -79,7 +76,7 @@ func (h *hub) listen() (fresh bool) {
 }
 
 // subscribe subscribes to the process's channel, starting the connection on
-// first use. On failure waiters still poll; the next join tries again.
+// first use. On failure waiters still poll; the next listen tries again.
 // h.mu held.
 func (h *hub) subscribe() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -112,25 +109,22 @@ func (h *hub) loop(ps *redis.PubSub, end chan struct{}) {
 	defer close(end)
 	ctx := context.Background()
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, h.idle)
+		msg, err := ps.Receive(ctx) // close ends it: it closes ps
 		if h.isClosed() {
 			return
 		}
-		var ne net.Error
-		switch {
-		case err == nil:
+		if err == nil {
 			if m, ok := msg.(*redis.Message); ok {
 				if g, ids, ok := parseGrant(m.Payload); ok {
 					h.deliver(g, ids)
 				}
 			}
-		case errors.As(err, &ne) && ne.Timeout():
-		default:
-			select {
-			case <-h.done:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
+			continue
+		}
+		select {
+		case <-h.done:
+			return
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

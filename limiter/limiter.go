@@ -107,7 +107,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Limiter {
 		}
 		opts = &o
 	}
-	l := &Limiter{rdb: rdb, fn: lib.On(rdb), opts: opts, hub: newHub(rdb, opts.prefix(), opts.lease()), err: opts.check()}
+	l := &Limiter{rdb: rdb, fn: lib.On(rdb), opts: opts, hub: newHub(rdb, opts.prefix()), err: opts.check()}
 	if a := opts.adaptive(); a.on() {
 		l.adaptive, l.params = true, a.params()
 	}
@@ -331,7 +331,7 @@ func (l *Limiter) releaseArgs(k keys, id string, rule Rule, held bool, out Outco
 	}
 	return []any{id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(rule.Delay), bit(held), msn(l.keyTTL(rule)),
 		ceiled(rule), msn(l.opts.ruleMemory()), a[0], a[1], a[2], a[3], a[4], keep[0], keep[1], keep[2], keep[3]),
-		wakeBase(l.opts.prefix()), l.params, from}
+		l.hub.base, l.params, from}
 }
 
 // left reads release.lua's reply (v, err) for an entry under rule, notes

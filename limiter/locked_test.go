@@ -265,7 +265,7 @@ func TestLockedLeaverUndoDoesNotHoldUpNextBatch(t *testing.T) {
 	l := newLimiter(t, rdb, Options{})
 	k := keysFor(l.opts.prefix(), "u")
 	stall := &stallAfterLock{stalled: make(chan struct{}), release: make(chan struct{})}
-	undo := &blockFirstRelease{wake: wakeBase(l.opts.prefix()), blocked: make(chan struct{}), release: make(chan struct{})}
+	undo := &blockFirstRelease{wake: l.hub.base, blocked: make(chan struct{}), release: make(chan struct{})}
 	rdb.AddHook(stall)
 	rdb.AddHook(undo)
 	other := newClient(t)

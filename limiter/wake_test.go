@@ -41,27 +41,13 @@ func TestHandOffWakesOnlyItsProcess(t *testing.T) {
 		waitFor(t, "c to queue", queued(4))
 		time.Sleep(50 * time.Millisecond) // past the fresh subscriptions' early look
 
-		spy := newClient(t).Subscribe(ctx, a.hub.ch, b.hub.ch, c.hub.ch, siteChannel(a, site))
-		defer spy.Close()
-		for i := 0; i < 4; i++ {
-			if _, err := spy.ReceiveTimeout(ctx, 5*time.Second); err != nil { // the confirmations
-				t.Fatal(err)
-			}
-		}
+		spy := spyOn(t, ctx, a.hub.ch, b.hub.ch, c.hub.ch, siteChannel(a, site))
 		t0 := time.Now()
 		if err := held[0].Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		for name, got := range map[string]<-chan error{"b": gotB, "c": gotC} {
-			select {
-			case err := <-got:
-				if err != nil {
-					t.Fatalf("waiter %s: %v", name, err)
-				}
-			case <-time.After(5 * time.Second): // the poll is 10 s
-				t.Fatalf("waiter %s was not woken by pub/sub", name)
-			}
-		}
+		wantWoken(t, gotB, "waiter b was not woken by pub/sub")
+		wantWoken(t, gotC, "waiter c was not woken by pub/sub")
 		t.Logf("both waiters granted %s after the release", time.Since(t0))
 		if err := held[1].Release(ctx); err != nil {
 			t.Fatal(err)
@@ -105,13 +91,7 @@ func TestHandOffTellsOlderWaiterOnSiteChannel(t *testing.T) {
 		t.Fatalf("older waiter: state %d, %v; want queued", o.state, err)
 	}
 	defer l.giveUp(k, old, rule)
-	spy := newClient(t).Subscribe(ctx, siteChannel(l, site), l.hub.ch)
-	defer spy.Close()
-	for i := 0; i < 2; i++ {
-		if _, err := spy.ReceiveTimeout(ctx, 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
+	spy := spyOn(t, ctx, siteChannel(l, site), l.hub.ch)
 	if err := p.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +102,35 @@ func TestHandOffTellsOlderWaiterOnSiteChannel(t *testing.T) {
 	if want := "1 0 " + old; m.Channel != siteChannel(l, site) || m.Payload != want {
 		t.Errorf("told %q on %s, want %q on the site's channel", m.Payload, m.Channel, want)
 	}
+}
+
+// wantWoken fails the test with lost unless the waiter (see waiter) is
+// granted and released within 5 s: the tests here poll every 10 s and
+// heartbeat every 10 s, so only a wake-up can have let it in.
+func wantWoken(t *testing.T, got <-chan error, lost string) {
+	t.Helper()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal(lost)
+	}
+}
+
+// spyOn subscribes a client of its own to channels and returns once Redis
+// has confirmed each; it is closed when the test ends.
+func spyOn(t *testing.T, ctx context.Context, channels ...string) *redis.PubSub {
+	t.Helper()
+	spy := newClient(t).Subscribe(ctx, channels...)
+	t.Cleanup(func() { spy.Close() })
+	for range channels {
+		if _, err := spy.ReceiveTimeout(ctx, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return spy
 }
 
 // siteChannel is the channel a site's waiters listened on before each
@@ -170,24 +179,11 @@ func TestHandOffAfterPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	spy := newClient(t).Subscribe(ctx, a.hub.ch, b.hub.ch, c.hub.ch)
-	defer spy.Close()
-	for i := 0; i < 3; i++ {
-		if _, err := spy.ReceiveTimeout(ctx, 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
+	spy := spyOn(t, ctx, a.hub.ch, b.hub.ch, c.hub.ch)
 	if err := p1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-gotB:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second): // the poll is 10 s
-		t.Fatal("b was not woken by pub/sub")
-	}
+	wantWoken(t, gotB, "b was not woken by pub/sub")
 	var seen []string
 	for len(seen) < 1 {
 		m, err := spy.ReceiveTimeout(ctx, 5*time.Second)
@@ -269,13 +265,6 @@ func TestWakeRightAfterEntryIsKept(t *testing.T) {
 		if err := <-hook.err; err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(5 * time.Second): // the poll is 10 s
-			t.Fatal("the wake-up published right after the entry was lost")
-		}
+		wantWoken(t, got, "the wake-up published right after the entry was lost")
 	})
 }
