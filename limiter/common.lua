@@ -85,24 +85,22 @@ end
 
 -- tell publishes head and the ids to each id's process (release.lua): on
 -- the channel ARGV[3] .. its tag (an id is "<tag>.<n>", hub.go), once a
--- process, and not to the process of the entry released (ARGV[1]), which
--- has the ids in the script's reply. An id without a tag is a waiter of an
--- older version, which listens on the site's channel (the keys' base and
--- "wake") for the same message.
+-- process. The releaser's own process is told too: its reply also carries
+-- the ids, which wakes its waiters sooner, but a reply can be lost (a
+-- timeout after the script ran) or left unread (ReleaseOn's after, KeepOn's
+-- released), and then only this message wakes them before their poll. An
+-- id without a tag is a waiter of an older version, which listens on the
+-- site's channel (the keys' base and "wake") for the same message.
 local function tell(ids, head)
   local by, chans = {}, {}
-  local own = string.match(ARGV[1], '^(%x+)%.')
-  own = own and (ARGV[3] .. own)
   for _, v in ipairs(ids) do
     local tag = string.match(v, '^(%x+)%.')
     local ch = tag and (ARGV[3] .. tag) or (string.sub(KEYS[1], 1, -8) .. 'wake')
-    if ch ~= own then
-      if not by[ch] then
-        by[ch] = {}
-        chans[#chans + 1] = ch
-      end
-      table.insert(by[ch], v)
+    if not by[ch] then
+      by[ch] = {}
+      chans[#chans + 1] = ch
     end
+    table.insert(by[ch], v)
   end
   for _, ch in ipairs(chans) do
     redis.call('PUBLISH', ch, head .. ' ' .. table.concat(by[ch], ' '))

@@ -22,7 +22,7 @@ import (
 // message to the waiters it names.
 type hub struct {
 	rdb  redis.UniversalClient
-	tag  string        // starts every entry id of this process
+	tag  string        // starts every entry id of this Limiter
 	base string        // wakeBase(prefix): release.lua's ARGV[3]
 	ch   string        // the process's wake-up channel: base + tag
 	done chan struct{} // closed by close, under mu

@@ -65,7 +65,7 @@ func (p *Permit) Site() string {
 	return p.k.site
 }
 
-// ID is the permit's id in Redis: its process's random 64-bit tag, a dot
+// ID is the permit's id in Redis: its Limiter's random 64-bit tag, a dot
 // and a count ("<tag>.<n>"), unique across the fleet.
 func (p *Permit) ID() string {
 	if p == nil {
@@ -284,7 +284,8 @@ func (p *Permit) Release(ctx context.Context) error {
 // alone, a round trip more. pipe.Exec then returns that error (Exec reports
 // the first failed command; ScriptMissing tells it): check the pipeline's
 // other commands one by one and leave the release's outcome to after. after
-// wakes the waiters of this process the release lets in, as Release does; it
+// wakes the waiters of this process the release lets in, as Release does,
+// sooner than the message the release publishes for them; it
 // may be called more than once and returns the same result. Called before
 // pipe was executed, it returns an error and the slot frees itself when the
 // lease runs out.

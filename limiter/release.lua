@@ -17,8 +17,7 @@
 -- and starts no shorter delay than the site's rule now.
 -- When the removed entry was ranked below limit and someone waited behind
 -- it, publishes "<limit> <wait ms> <id>..." naming the entries now in the
--- first limit places, on each one's process's channel but the releaser's
--- (tell); wait ms is how long until the site's next-request time (crawl
+-- first limit places, on each one's process's channel (tell); wait ms is how long until the site's next-request time (crawl
 -- delay or backoff), 0 if it has passed.
 -- With adaptive politeness, the outcome is recorded in the site's health
 -- and the controller run first; the limit and delay are then tightened to
@@ -36,7 +35,8 @@
 -- kept (1: the entry keeps its slot, 0: it was removed), and when
 -- kept the server ms, the entry's rank, the kept rule's limit and delay ms
 -- (0s when not), then the ids published...}
--- so that the releaser can also wake waiters in its own process directly.
+-- so that the releaser can also wake waiters in its own process at once,
+-- before the message reaches it.
 local id = ARGV[1]
 local limit, lease, delay, held, ttl, ceil, rulems, adaptive, cls, ttfb, ttlb, jit, keep, klimit, kdelay, kttl =
   nums(ARGV[2], 16)

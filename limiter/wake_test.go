@@ -2,6 +2,8 @@ package limiter
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,9 +15,9 @@ import (
 
 // A hand-off tells the processes with an entry in the first limit places,
 // each on its own channel, once, by pub/sub (the waiters' poll and
-// heartbeats are far off): not the releaser's own process (it has the ids
-// in the reply), not a process whose waiter is still behind, and nothing
-// on the site's channel.
+// heartbeats are far off), the releaser's own included (its reply can be
+// lost); not a process whose waiter is still behind, and nothing on the
+// site's channel.
 func TestHandOffWakesOnlyItsProcess(t *testing.T) {
 	forModes(t, func(t *testing.T, mode Mode) {
 		ctx := ctxT(t)
@@ -62,12 +64,13 @@ func TestHandOffWakesOnlyItsProcess(t *testing.T) {
 				seen = append(seen, msg.Channel+" "+msg.Payload)
 			}
 		}
-		// a's release lets b in: b is told (a's own held[1] is in front too,
-		// but a has the reply). b's release lets c in: a is told of held[1],
+		// a's release lets b in: a is told of its held[1], in front, and b
+		// of its waiter. b's release lets c in: a is told of held[1] again,
 		// c of its waiter.
-		if len(seen) != 3 || !strings.HasPrefix(seen[0], b.hub.ch+" 2 0 "+b.hub.tag+".") ||
-			seen[1] != a.hub.ch+" 2 0 "+held[1].ID() || !strings.HasPrefix(seen[2], c.hub.ch+" 2 0 "+c.hub.tag+".") {
-			t.Errorf("messages %q, want b told of its waiter, then a of %s and c of its waiter", seen, held[1].ID())
+		aHeld := a.hub.ch + " 2 0 " + held[1].ID()
+		if len(seen) != 4 || seen[0] != aHeld || !strings.HasPrefix(seen[1], b.hub.ch+" 2 0 "+b.hub.tag+".") ||
+			seen[2] != aHeld || !strings.HasPrefix(seen[3], c.hub.ch+" 2 0 "+c.hub.tag+".") {
+			t.Errorf("messages %q, want a told of %s and b of its waiter, then a of %[2]s and c of its waiter", seen, held[1].ID())
 		}
 	})
 }
@@ -184,8 +187,9 @@ func TestHandOffAfterPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantWoken(t, gotB, "b was not woken by pub/sub")
+	wantWoken(t, gotC, "c was not woken by pub/sub")
 	var seen []string
-	for len(seen) < 1 {
+	for len(seen) < 4 {
 		m, err := spy.ReceiveTimeout(ctx, 5*time.Second)
 		if err != nil {
 			t.Fatalf("after %q: %v", seen, err)
@@ -194,14 +198,20 @@ func TestHandOffAfterPrune(t *testing.T) {
 			seen = append(seen, msg.Channel+" "+msg.Payload)
 		}
 	}
-	// b is told; a, the releaser, has p2 in the reply; c is still behind.
-	if !strings.HasPrefix(seen[0], b.hub.ch+" 2 0 "+b.hub.tag+".") {
-		t.Errorf("messages %q, want b told of its waiter first", seen)
+	if m, err := spy.ReceiveTimeout(ctx, 200*time.Millisecond); err == nil {
+		t.Errorf("after %q, one more: %v", seen, m)
+	}
+	// p1's release drops the dead entry and lets b in: a is told of p2, in
+	// front, and b of its waiter. b's waiter releases at once and lets c
+	// in: a is told of p2 again, c of its waiter.
+	aHeld := a.hub.ch + " 2 0 " + p2.ID()
+	if seen[0] != aHeld || !strings.HasPrefix(seen[1], b.hub.ch+" 2 0 "+b.hub.tag+".") ||
+		seen[2] != aHeld || !strings.HasPrefix(seen[3], c.hub.ch+" 2 0 "+c.hub.tag+".") {
+		t.Errorf("messages %q, want a told of %s and b of its waiter, then a of %[2]s and c of its waiter", seen, p2.ID())
 	}
 	if err := p2.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wantGranted(t, gotC)
 }
 
 // releaseAfterEntry releases p straight after the first script call that
@@ -266,5 +276,111 @@ func TestWakeRightAfterEntryIsKept(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantWoken(t, got, "the wake-up published right after the entry was lost")
+	})
+}
+
+// loseReply makes the reply of the first release script run after it is
+// armed look lost, as a timeout or a cancelled context would after the
+// script ran in Redis.
+type loseReply struct{ armed atomic.Bool }
+
+func (r *loseReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *loseReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (r *loseReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if a := cmd.Args(); len(a) > 1 && (cmd.Name() == "fcall" || cmd.Name() == "evalsha") &&
+			strings.HasSuffix(fmt.Sprint(a[1]), "_release") && r.armed.CompareAndSwap(true, false) {
+			cmd.SetErr(context.DeadlineExceeded)
+			return context.DeadlineExceeded
+		}
+		return err
+	}
+}
+
+// A release whose reply is lost after the script ran still wakes the
+// waiter of its own process that it let in: by the message on the
+// process's channel, not only by the reply.
+func TestLostReleaseReplyWakesLocalWaiter(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := newClient(t)
+	l := newLimiter(t, rdb, Options{Mode: ModeAtomic, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true})
+	const site = "lost-reply.example"
+	p, err := l.Acquire(ctx, site, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waiter(ctx, l, site, 1)
+	waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, site); return len(o) == 2 })
+	time.Sleep(50 * time.Millisecond) // past the fresh subscription's early look
+	lose := &loseReply{}
+	rdb.AddHook(lose)
+	lose.armed.Store(true)
+	if err := p.Release(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("release: %v, want the lost reply's error", err)
+	}
+	wantWoken(t, got, "the local waiter was not woken after a release whose reply was lost")
+}
+
+// A keep that cannot keep its slot (someone waits) is a release: a caller
+// that reads only kept, not released, still has the waiter of its own
+// process that it let in woken.
+func TestFailedKeepWakesLocalWaiter(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := newClient(t)
+	l := newLimiter(t, rdb, Options{Mode: ModeAtomic, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true})
+	const site = "failed-keep.example"
+	p, err := l.Acquire(ctx, site, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waiter(ctx, l, site, 1)
+	waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, site); return len(o) == 2 })
+	time.Sleep(50 * time.Millisecond) // past the fresh subscription's early look
+	pipe := l.Pipeline()
+	_, kept := p.KeepOn(ctx, pipe, Rule{Limit: 1})
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kept(); !errors.Is(err, ErrBusy) {
+		t.Fatalf("kept: %v, want busy (a waiter is in line)", err)
+	}
+	wantWoken(t, got, "the local waiter was not woken after a keep that released")
+}
+
+// Every waiter registered with the hub leaves it: after waits cut by their
+// context and a wait ended by a wake-up, the hub knows no waiter.
+func TestHubForgetsWaiters(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		rdb := newClient(t)
+		l := newLimiter(t, rdb, Options{Mode: mode, Lease: 3 * time.Second, NoRestartGuard: true})
+		const site = "forget.example"
+		p, err := l.Acquire(ctx, site, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 20; i++ {
+			c, cancel := context.WithTimeout(ctx, time.Duration(i)*time.Millisecond)
+			_, err := l.Acquire(c, site, 1)
+			cancel()
+			if err == nil {
+				t.Fatal("granted while the site was full")
+			}
+		}
+		got := waiter(ctx, l, site, 1)
+		waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, site); return len(o) == 2 })
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wantGranted(t, got)
+		l.hub.mu.Lock()
+		n := len(l.hub.waiters)
+		l.hub.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("%d waiters still registered with the hub", n)
+		}
 	})
 }
