@@ -80,10 +80,16 @@ var crawlModes = []string{"locked", "atomic"}
 // crawl, totalWorkers split between them, in each of crawlModes (both modes
 // of one process count next to each other, so drift on the machine hits
 // them alike). Each row is the median of runs crawls, with their range: on
-// a shared machine one crawl's figure moves by several points.
-func utilisation(ctx context.Context, s CrawlSpec, procsList []int, totalWorkers, runs int) ([]CrawlRow, error) {
+// a shared machine one crawl's figure moves by several points. before (if
+// not nil) runs before each number of processes' rows.
+func utilisation(ctx context.Context, s CrawlSpec, procsList []int, totalWorkers, runs int, before func() error) ([]CrawlRow, error) {
 	var rows []CrawlRow
 	for _, procs := range procsList {
+		if before != nil {
+			if err := before(); err != nil {
+				return nil, err
+			}
+		}
 		for _, mode := range crawlModes {
 			row, err := median(runs, func() (CrawlRow, error) {
 				return s.polite(ctx, fmt.Sprintf("polite %s, %d process(es)", mode, procs), mode, procs, (totalWorkers+procs-1)/procs)

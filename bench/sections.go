@@ -107,11 +107,26 @@ func (run *runner) hotSite(ctx context.Context) (err error) {
 
 func (run *runner) crawl(ctx context.Context) (err error) {
 	r, s := run.r, run.r.CrawlSpec
-	run.logf("crawl: %d sites x %d pages, %s each, cap %d; polite %v with %v processes, %d crawls each", s.Sites, s.Pages, s.Latency, siteCap, crawlModes, run.n.procs, run.n.runs)
-	if r.Crawl, err = utilisation(ctx, s, run.n.procs, s.workers(), run.n.runs); err != nil {
+	run.logf("crawl: %d sites x %d pages, %s each, cap %d; polite %v with %v processes, %d crawls each; colly alone in 1 process before each group", s.Sites, s.Pages, s.Latency, siteCap, crawlModes, run.n.procs, run.n.runs)
+	// The reference, colly alone in one process, is crawled before each
+	// group of our rows (its median is the row), so that a drift of the
+	// machine over the section moves it as it moves ours.
+	var ref []CrawlRow
+	before := func() error {
+		row, err := collyAlone(ctx, s, 1)
+		ref = append(ref, row)
 		return err
 	}
-	for _, n := range run.n.collyProcs { // 1 is the reference; 4 shows what colly alone does to a site
+	if r.Crawl, err = utilisation(ctx, s, run.n.procs, s.workers(), run.n.runs, before); err != nil {
+		return err
+	}
+	if len(ref) > 0 {
+		r.Crawl = append(r.Crawl, medianOf(ref))
+	}
+	for _, n := range run.n.collyProcs { // 1 is the reference (above); 4 shows what colly alone does to a site
+		if n == 1 {
+			continue
+		}
 		run.logf("crawl: colly alone, %d process(es)", n)
 		row, err := collyAlone(ctx, s, n)
 		if err != nil {

@@ -24,10 +24,10 @@ const benchUsage = `Usage: crawler bench [--quick] [--out DIR] [--only SECTIONS]
 
 Measures the limiter against its physical limits (PINGs; a BLPOP/RPUSH token list on a hot
 site) and against Redis in Action's semaphores, and the crawler against the sites' ideal and
-against colly alone, all in one run
-on this machine, and writes DIR/BENCHMARKS.md with SVG charts in DIR/` + bench.ChartsDir + `. It needs
-redis-server on PATH unless --redis is given. Exits 1 if our limiter ever let a site see more
-than its cap, a disallowed request or a gap under its crawl delay. A full run takes a few minutes; --quick under a minute.
+against colly alone, all in one run on this machine, and writes DIR/BENCHMARKS.md with SVG
+charts in DIR/` + bench.ChartsDir + `. It needs redis-server on PATH unless --redis is given.
+Exits 1 if our limiter ever let a site see more than its cap, a disallowed request or a gap
+under its crawl delay. A full run takes a few minutes; --quick under a minute.
 `
 
 // runBench wires crawler bench: flags → bench.Run on a redis-server (its
