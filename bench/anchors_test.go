@@ -168,6 +168,30 @@ func TestRelateToTokens(t *testing.T) {
 	}
 }
 
+// A hot-site row adds up its turns: the grants over the turns' lengths
+// (each its slowest process's), the holds per grant, each waiter's grants
+// in each turn for fairness, the most at once of any turn and every start
+// over the cap.
+func TestHandoffRowAddsTurns(t *testing.T) {
+	spec := HotSiteSpec{Limit: 2, Hold: 2 * time.Millisecond}
+	turns := []hotTurn{
+		{results: []workerResult{{Grants: []int64{300, 300}, HoldNs: int64(600 * 3 * time.Millisecond), Seconds: 1.9},
+			{Grants: []int64{300, 300}, HoldNs: int64(600 * 3 * time.Millisecond), Seconds: 2}}, maxAtOnce: 2},
+		{results: []workerResult{{Grants: []int64{100, 100}, HoldNs: int64(200 * 3 * time.Millisecond), Seconds: 1},
+			{Grants: []int64{100, 100}, HoldNs: int64(200 * 3 * time.Millisecond), Seconds: 0.5}}, maxAtOnce: 3, overCapStart: 1},
+	}
+	row := spec.handoffRow(AlgAtomic, turns)
+	if row.Grants != 1600 || row.PerSec != 1600.0/3 || row.Hold != 3*time.Millisecond {
+		t.Errorf("grants %d, %.1f/s, hold %s; want 1600, %.1f/s (over 2 s + 1 s), 3ms", row.Grants, row.PerSec, row.Hold, 1600.0/3)
+	}
+	if want := jain([]int64{300, 300, 300, 300, 100, 100, 100, 100}); row.Jain != want {
+		t.Errorf("fairness %v, want %v", row.Jain, want)
+	}
+	if row.MaxAtOnce != 3 || row.OverCapStart != 1 {
+		t.Errorf("most at once %d, starts over %d; want 3 and 1", row.MaxAtOnce, row.OverCapStart)
+	}
+}
+
 // Every row is related to colly alone in one process, never to colly in
 // several (it fetches each page once per process).
 func TestRelateToColly(t *testing.T) {

@@ -45,7 +45,11 @@ type HotSiteSpec struct {
 	RedisAddr             string
 	Procs, WaitersPerProc int
 	Limit                 int
-	Hold, Duration        time.Duration
+	Hold, Duration        time.Duration // Duration: each algorithm's, over all rounds
+	// Rounds splits each algorithm's Duration into turns taken by every
+	// algorithm in order, round after round (0 or 1: one turn each), so
+	// that a drift of the machine over the section hits every row alike.
+	Rounds int
 }
 
 // hotSiteAlgorithms are the hot site's rows in report order: the token
@@ -55,31 +59,50 @@ var hotSiteAlgorithms = append([]string{AlgTokenList}, algorithms...)
 // hotSite is the site every hot-site waiter takes permits of.
 const hotSite = "hot.example"
 
+// hotTurn is one algorithm's turn on the hot site: its workers' figures
+// and what the server counted.
+type hotTurn struct {
+	results      []workerResult
+	maxAtOnce    int64
+	overCapStart int64
+}
+
 // measureHotSite runs every algorithm of hotSiteAlgorithms on one site through
-// spec.Procs processes, one after the other, and relates each row's
-// grants/s to the token list's.
+// spec.Procs processes, one after the other, in spec.Rounds rounds, adds
+// up each algorithm's turns and relates each row's grants/s to the token
+// list's.
 func measureHotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: spec.RedisAddr})
 	defer rdb.Close()
+	rounds := max(spec.Rounds, 1)
+	turn := spec
+	turn.Duration = spec.Duration / time.Duration(rounds)
+	turns := make([][]hotTurn, len(hotSiteAlgorithms))
+	for r := 0; r < rounds; r++ {
+		for i, alg := range hotSiteAlgorithms {
+			t, err := turn.turn(ctx, rdb, fmt.Sprintf("bench:h%d", i), alg)
+			if err != nil {
+				return nil, err
+			}
+			turns[i] = append(turns[i], t)
+		}
+	}
 	var rows []HandoffRow
 	for i, alg := range hotSiteAlgorithms {
-		row, err := spec.row(ctx, rdb, fmt.Sprintf("bench:h%d", i), alg)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, row)
+		rows = append(rows, spec.handoffRow(alg, turns[i]))
 	}
 	relateToTokens(rows)
 	return rows, nil
 }
 
-// row runs alg's waiters, with keys under prefix, against a test site of
-// one page that takes Hold to answer and counts requests in flight.
-func (spec HotSiteSpec) row(ctx context.Context, rdb *redis.Client, prefix, alg string) (HandoffRow, error) {
+// turn runs alg's waiters for spec.Duration, with keys under prefix,
+// against a test site of one page that takes Hold to answer and counts
+// requests in flight.
+func (spec HotSiteSpec) turn(ctx context.Context, rdb *redis.Client, prefix, alg string) (hotTurn, error) {
 	if alg == AlgTokenList { // a fresh list of exactly Limit tokens, whatever an earlier run left
 		prefix = fmt.Sprintf("%s:%d", prefix, time.Now().UnixNano())
 		if err := fillTokens(ctx, rdb, prefix, hotSite, spec.Limit, spec.Duration+time.Minute); err != nil {
-			return HandoffRow{}, err
+			return hotTurn{}, err
 		}
 	}
 	ts, err := testserver.New(testserver.Profile{Name: "bench-hot", Seed: 1, DefaultCap: spec.Limit,
@@ -88,35 +111,39 @@ func (spec HotSiteSpec) row(ctx context.Context, rdb *redis.Client, prefix, alg 
 		err = ts.Start()
 	}
 	if err != nil {
-		return HandoffRow{}, fmt.Errorf("bench: hot site: %w", err)
+		return hotTurn{}, fmt.Errorf("bench: hot site: %w", err)
 	}
 	results, errs := spec.runWorkers(ctx, alg, prefix, ts.Sites()[0].URL+"/p/0")
 	st := ts.Stats().Sites[0]
 	ts.Close()
 	for p, err := range errs {
 		if err != nil {
-			return HandoffRow{}, fmt.Errorf("bench: %s worker %d: %w", alg, p, err)
+			return hotTurn{}, fmt.Errorf("bench: %s worker %d: %w", alg, p, err)
 		}
 	}
-	row := spec.handoffRow(alg, results)
-	row.MaxAtOnce, row.OverCapStart = int64(st.MaxInFlight), st.OverCap
 	if alg == AlgTokenList {
 		if err := checkTokens(ctx, rdb, prefix, spec.Limit); err != nil {
-			return HandoffRow{}, err
+			return hotTurn{}, err
 		}
 	}
-	return row, nil
+	return hotTurn{results: results, maxAtOnce: int64(st.MaxInFlight), overCapStart: st.OverCap}, nil
 }
 
-// runWorkers runs spec.Procs `crawler bench-worker` processes of alg and
-// waits for their figures, which each writes as JSON on its stdout.
+// workerStartup is how long after they are started the worker processes
+// of a turn begin together: long enough for every one to be up.
+const workerStartup = 500 * time.Millisecond
+
+// runWorkers runs spec.Procs `crawler bench-worker` processes of alg, which
+// begin together, and waits for their figures, which each writes as JSON
+// on its stdout.
 func (spec HotSiteSpec) runWorkers(ctx context.Context, alg, prefix, url string) ([]workerResult, []error) {
 	results := make([]workerResult, spec.Procs)
 	errs := make([]error, spec.Procs)
 	var wg sync.WaitGroup
+	start := strconv.FormatInt(time.Now().Add(workerStartup).UnixMilli(), 10)
 	for p := 0; p < spec.Procs; p++ {
 		cmd := exec.CommandContext(ctx, spec.Exe, "bench-worker", "--redis", spec.RedisAddr, "--alg", alg, "--prefix", prefix, "--url", url,
-			"--waiters", strconv.Itoa(spec.WaitersPerProc), "--limit", strconv.Itoa(spec.Limit), "--duration", spec.Duration.String())
+			"--waiters", strconv.Itoa(spec.WaitersPerProc), "--limit", strconv.Itoa(spec.Limit), "--start", start, "--duration", spec.Duration.String())
 		wg.Go(func() { // ends with the process
 			out, err := cmd.Output()
 			if err == nil {
@@ -129,20 +156,30 @@ func (spec HotSiteSpec) runWorkers(ctx context.Context, alg, prefix, url string)
 	return results, errs
 }
 
-// handoffRow adds up the workers' figures for alg.
-func (spec HotSiteSpec) handoffRow(alg string, results []workerResult) HandoffRow {
+// handoffRow adds up alg's turns: grants and holds over all of them, each
+// waiter's grants in each turn as one count for fairness, the turns'
+// lengths (each its slowest process's) for the rate, and the most the
+// server saw at once.
+func (spec HotSiteSpec) handoffRow(alg string, turns []hotTurn) HandoffRow {
 	var grants []int64
 	var total, holdNs int64
 	var secs float64
-	for _, r := range results {
-		for _, g := range r.Grants {
-			grants = append(grants, g)
-			total += g
+	row := HandoffRow{Alg: alg}
+	for _, t := range turns {
+		var long float64
+		for _, r := range t.results {
+			for _, g := range r.Grants {
+				grants = append(grants, g)
+				total += g
+			}
+			holdNs += r.HoldNs
+			long = max(long, r.Seconds)
 		}
-		holdNs += r.HoldNs
-		secs = max(secs, r.Seconds)
+		secs += long
+		row.MaxAtOnce = max(row.MaxAtOnce, t.maxAtOnce)
+		row.OverCapStart += t.overCapStart
 	}
-	row := HandoffRow{Alg: alg, Grants: total, Jain: jain(grants)}
+	row.Grants, row.Jain = total, jain(grants)
 	if total > 0 && secs > 0 {
 		row.PerSec = float64(total) / secs
 		row.Hold = time.Duration(holdNs / total)
@@ -200,10 +237,12 @@ type workerResult struct {
 	Seconds float64 `json:"seconds"`
 }
 
-// Worker is one hot-site process (crawler bench-worker): waiters goroutines
-// each take a permit of alg, make one request to url under it, give it back,
-// until duration ends; it writes its counts as JSON to out.
-func Worker(ctx context.Context, redisAddr, alg, prefix, url string, waiters, limit int, duration time.Duration, out io.Writer) error {
+// Worker is one hot-site process (crawler bench-worker): from start (at
+// once if it has passed), waiters goroutines each take a permit of alg,
+// make one request to url under it, give it back, until duration ends; it
+// writes its counts as JSON to out. The processes of one turn get the same
+// start, so that none has the site to itself while the others start up.
+func Worker(ctx context.Context, redisAddr, alg, prefix, url string, waiters, limit int, start time.Time, duration time.Duration, out io.Writer) error {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: waiters + 4})
 	defer rdb.Close()
 	h, err := newHolder(rdb, alg, prefix, limit)
@@ -212,12 +251,21 @@ func Worker(ctx context.Context, redisAddr, alg, prefix, url string, waiters, li
 	}
 	defer h.close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: waiters}, Timeout: 10 * time.Second}
+	if wait := time.Until(start); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, duration)
 	defer cancel()
 	res := workerResult{Grants: make([]int64, waiters)}
 	var holdNs atomic.Int64
 	var wg sync.WaitGroup
-	start := time.Now()
+	start = time.Now()
 	for w := 0; w < waiters; w++ {
 		wg.Add(1)
 		go func() {

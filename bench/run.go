@@ -101,7 +101,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	r.HotSpec = HotSiteSpec{Exe: o.Exe, RedisAddr: o.RedisAddr, Procs: 4, WaitersPerProc: 8, Limit: 3, Hold: 2 * time.Millisecond, Duration: run.n.hot}
+	r.HotSpec = HotSiteSpec{Exe: o.Exe, RedisAddr: o.RedisAddr, Procs: 4, WaitersPerProc: 8, Limit: 3, Hold: 2 * time.Millisecond, Duration: run.n.hot, Rounds: run.n.hotRounds}
 	r.CrawlSpec = CrawlSpec{Exe: o.Exe, RedisAddr: o.RedisAddr, UserAgent: o.UserAgent, Sites: 20, Pages: run.n.crawlPages, Latency: 50 * time.Millisecond}
 	for _, s := range sections {
 		if !run.on(s.name) {

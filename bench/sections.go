@@ -45,6 +45,7 @@ type sizes struct {
 	pairs                    int           // uncontended acquire+release pairs per algorithm
 	tput, hot                time.Duration // per algorithm: throughput, hot site
 	rounds                   int           // burst rounds per algorithm
+	hotRounds                int           // hot-site rounds (hot is split between them)
 	crawlPages               int           // per site
 	procs, collyProcs        []int         // processes of our crawls, of colly alone's
 	runs                     int           // crawls per row, the median kept
@@ -54,7 +55,7 @@ type sizes struct {
 }
 
 var (
-	fullSizes = sizes{pairs: 3000, tput: 5 * time.Second, hot: 10 * time.Second, rounds: 5, crawlPages: 300, procs: []int{1, 2, 4},
+	fullSizes = sizes{pairs: 3000, tput: 5 * time.Second, hot: 12 * time.Second, hotRounds: 4, rounds: 5, crawlPages: 300, procs: []int{1, 2, 4},
 		collyProcs: []int{1, 4}, runs: 3, scaleSites: []int{10, 100, 1000}, scaleWorkers: []int{1, 4, 16, 64}, scaleSecs: 4,
 		seenURLs: 100000, fragilePages: 200}
 	// quickSizes are --quick's: under a minute, for CI smoke runs.
@@ -100,7 +101,7 @@ func (run *runner) limiter(ctx context.Context) (err error) {
 
 func (run *runner) hotSite(ctx context.Context) (err error) {
 	s := run.r.HotSpec
-	run.logf("hot site: %d processes x %d waiters, limit %d, %s holds, %s per algorithm", s.Procs, s.WaitersPerProc, s.Limit, s.Hold, s.Duration)
+	run.logf("hot site: %d processes x %d waiters, limit %d, %s holds, %s per algorithm in %d round(s)", s.Procs, s.WaitersPerProc, s.Limit, s.Hold, s.Duration, max(s.Rounds, 1))
 	run.r.HotSite, err = measureHotSite(ctx, s)
 	return err
 }

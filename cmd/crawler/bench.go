@@ -150,11 +150,12 @@ func runBenchWorker(ctx context.Context, args []string, stdout, stderr io.Writer
 	url := fs.String("url", "", "")
 	waiters := fs.Int("waiters", 8, "")
 	limit := fs.Int("limit", 3, "")
+	start := fs.Int64("start", 0, "") // Unix ms when to begin (0: at once)
 	d := fs.Duration("duration", time.Second, "")
 	if err := fs.Parse(args); err != nil {
 		return usageErr("%v", err)
 	}
-	return bench.Worker(ctx, *addr, *alg, *prefix, *url, *waiters, *limit, *d, stdout)
+	return bench.Worker(ctx, *addr, *alg, *prefix, *url, *waiters, *limit, time.UnixMilli(*start), *d, stdout)
 }
 
 // runBenchColly is one colly-alone process of crawler bench.
