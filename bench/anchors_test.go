@@ -271,4 +271,7 @@ func TestUncontendedBaselines(t *testing.T) {
 	if row.BackToBack <= 0 || row.RatioB2B != float64(row.P50)/float64(row.BackToBack) || row.Ratio != float64(row.P50)/float64(row.TwoPingP50) {
 		t.Errorf("row %+v: ratios not against their own baselines", row)
 	}
+	if row.Judged != max(row.Ratio, row.RatioB2B) {
+		t.Errorf("row %+v: judged against the slower baseline", row)
+	}
 }

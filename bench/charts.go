@@ -12,9 +12,9 @@ func (r *Report) charts() map[string]string {
 	if len(r.Uncontended) > 0 {
 		var bars []bar
 		for _, x := range r.Uncontended {
-			bars = append(bars, bar{x.Alg, x.RatioB2B, algColor(x.Alg, false)})
+			bars = append(bars, bar{x.Alg, x.Judged, algColor(x.Alg, false)})
 		}
-		c["latency.svg"] = barChart("Uncontended acquire+release p50 as a multiple of two back-to-back PINGs (lower is better)", bars,
+		c["latency.svg"] = barChart("Uncontended acquire+release p50 as a multiple of two PINGs, the faster timing (lower is better)", bars,
 			"×", []goalLine{goals.uncontended[AlgAtomic].line("atomic goal ", ""), goals.uncontended[AlgLocked].line("locked goal ", "")})
 	}
 	if len(r.Throughput) > 1 {

@@ -21,7 +21,7 @@ type goal struct {
 
 // goals is every goal this bench judges.
 var goals = struct {
-	uncontended   map[string]goal // acquire+release p50 ÷ two back-to-back PINGs, by algorithm
+	uncontended   map[string]goal // acquire+release p50 ÷ two PINGs, the faster timing, by algorithm
 	throughput    map[string]goal // pairs/s ÷ the book's lock-guarded semaphore's, by algorithm
 	keysLeft      goal            // the limiter's keys left once its sites go idle
 	burst         goal            // ModeLocked's commands and time for a burst ÷ ModeAtomic's
@@ -40,8 +40,8 @@ var goals = struct {
 	robotsPerPath goal            // one robots.Policy.Allowed check on an 8 KiB path
 }{
 	uncontended: map[string]goal{
-		AlgAtomic: {cmp: "≤", at: 1.5, prec: 1, unit: "×", of: "two back-to-back PINGs"},
-		AlgLocked: {cmp: "≤", at: 2.5, prec: 1, unit: "×", of: "two back-to-back PINGs"},
+		AlgAtomic: {cmp: "≤", at: 1.5, prec: 1, unit: "×", of: "two PINGs (the faster timing)"},
+		AlgLocked: {cmp: "≤", at: 2.5, prec: 1, unit: "×", of: "two PINGs (the faster timing)"},
 	},
 	throughput: map[string]goal{
 		AlgAtomic: {cmp: "≥", at: 4, prec: 1, unit: "×", of: "the book's lock-guarded"},
@@ -95,8 +95,8 @@ func (g goal) amount() string { return g.amountPrec(g.prec) }
 // bound is the amount with its comparison: "≤ 1.5×".
 func (g goal) bound() string { return g.withCmp(g.amount()) }
 
-// String is the goal as the goals table writes it: "≤ 1.5× two
-// back-to-back PINGs".
+// String is the goal as the goals table writes it: "≤ 1.5× two PINGs
+// (the faster timing)".
 func (g goal) String() string {
 	if g.of == "" {
 		return g.bound()

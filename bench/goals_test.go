@@ -15,7 +15,7 @@ func TestGoal(t *testing.T) {
 		text, short  string
 		meets, fails float64
 	}{
-		{goals.uncontended[AlgAtomic], "≤ 1.5× two back-to-back PINGs", "≤ 1.5×", 1.5, 1.51},
+		{goals.uncontended[AlgAtomic], "≤ 1.5× two PINGs (the faster timing)", "≤ 1.5×", 1.5, 1.51},
 		{goals.throughput[AlgAtomic], "≥ 4.0× the book's lock-guarded", "≥ 4×", 4, 3.99},
 		{goals.keysLeft, "0", "0", 0, 1},
 		{goals.burst, "≤ 3× atomic's commands and time", "≤ 3×", 3, 3.01},
@@ -43,7 +43,7 @@ func TestGoal(t *testing.T) {
 
 // The charts draw their goal lines where the verdicts judge.
 func TestChartGoalLines(t *testing.T) {
-	r := &Report{Uncontended: []LatencyRow{{Alg: AlgAtomic, RatioB2B: 1}}, HotSpec: HotSiteSpec{Limit: 3},
+	r := &Report{Uncontended: []LatencyRow{{Alg: AlgAtomic, RatioB2B: 1, Judged: 1}}, HotSpec: HotSiteSpec{Limit: 3},
 		HotSite: []HandoffRow{{Alg: AlgTokenList, VsTokens: 1}}}
 	c := r.charts()
 	for name, want := range map[string]string{"latency.svg": "atomic goal ≤ 1.5×", "handoff.svg": "goal ≥ 0.97×"} {

@@ -14,7 +14,7 @@ func (r *Report) verdicts() []verdict {
 	var v []verdict
 	for _, x := range r.Uncontended {
 		if g, ok := goals.uncontended[x.Alg]; ok {
-			v = append(v, verdict{"uncontended p50, " + x.Alg, g.String(), fmt.Sprintf("%.2f× (%.2f× interleaved)", x.RatioB2B, x.Ratio), g.met(x.RatioB2B)})
+			v = append(v, verdict{"uncontended p50, " + x.Alg, g.String(), fmt.Sprintf("%.2f× (%.2f× back-to-back, %.2f× interleaved)", x.Judged, x.RatioB2B, x.Ratio), g.met(x.Judged)})
 		}
 	}
 	for _, x := range r.Throughput {
