@@ -12,7 +12,8 @@ import (
 // cut off like a network partition: while cut, connections stay open but
 // nothing crosses (bytes already read wait for Heal, as TCP would retransmit
 // them), and new connections are accepted but reach the server only after
-// Heal. The client sees timeouts, not resets.
+// Heal. The client sees timeouts, not resets. Strand makes the connections
+// open at the time go dead for good, while new ones work.
 type Proxy struct {
 	// Addr is the proxy's host:port on 127.0.0.1.
 	Addr string
@@ -22,9 +23,10 @@ type Proxy struct {
 	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	open  chan struct{} // closed while traffic flows
-	conns map[net.Conn]struct{}
+	mu      sync.Mutex
+	open    chan struct{} // closed while traffic flows
+	conns   map[net.Conn]struct{}
+	strands int // Strand calls: connections made before the last are dead
 }
 
 var errProxyClosed = errors.New("redistest: proxy closed")
@@ -63,6 +65,22 @@ func (p *Proxy) Heal() {
 	default:
 		close(p.open)
 	}
+}
+
+// Strand makes every connection open now dead for good, as to a host that
+// vanished without a word: they stay open, but nothing crosses them again
+// (what is sent is read and dropped). Connections made after it work.
+func (p *Proxy) Strand() {
+	p.mu.Lock()
+	p.strands++
+	p.mu.Unlock()
+}
+
+// stranded reports whether a connection made at strand count at is dead.
+func (p *Proxy) stranded(at int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return at < p.strands
 }
 
 // Close stops the proxy, drops every connection and waits for its
@@ -141,6 +159,9 @@ func (p *Proxy) serve(c net.Conn) {
 	if p.pass() != nil {
 		return
 	}
+	p.mu.Lock()
+	at := p.strands
+	p.mu.Unlock()
 	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		return
@@ -151,17 +172,19 @@ func (p *Proxy) serve(c net.Conn) {
 	defer p.untrack(s)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.copy(s, c); s.Close() }()
-	go func() { defer wg.Done(); p.copy(c, s); c.Close() }()
+	go func() { defer wg.Done(); p.copy(s, c, at); s.Close() }()
+	go func() { defer wg.Done(); p.copy(c, s, at); c.Close() }()
 	wg.Wait()
 }
 
-// copy moves bytes from src to dst, holding each read while the proxy is cut.
-func (p *Proxy) copy(dst, src net.Conn) {
+// copy moves bytes from src to dst, holding each read while the proxy is
+// cut, and dropping it once the connection (made at strand count at) is
+// stranded.
+func (p *Proxy) copy(dst, src net.Conn, at int) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
+		if n > 0 && !p.stranded(at) {
 			if p.pass() != nil {
 				return
 			}

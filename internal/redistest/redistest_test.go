@@ -184,6 +184,40 @@ func TestProxyCutAndHeal(t *testing.T) {
 	}
 }
 
+// A stranded connection passes nothing, ever, and stays open; a new one
+// works.
+func TestProxyStrand(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p, err := NewProxy(s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	ctx := context.Background()
+	stuck := c.Conn()
+	defer stuck.Close()
+	if err := stuck.Ping(ctx).Err(); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	p.Strand()
+	err = stuck.Ping(ctx).Err()
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("on a stranded connection: %v, want a timeout", err)
+	}
+	fresh := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
+	defer fresh.Close()
+	if err := fresh.Ping(ctx).Err(); err != nil {
+		t.Fatalf("a new connection after Strand: %v", err)
+	}
+}
+
 // A 3-master cluster forms, and keys in different slots land on different
 // nodes, reachable through a cluster client.
 func TestStartCluster(t *testing.T) {
