@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,6 +30,12 @@ type hub struct {
 	done chan struct{} // closed by close, under mu
 	seq  atomic.Uint64 // entry ids made
 
+	// idle is how long the connection may be quiet before the hub pings
+	// it, and pong how long it then waits for any answer before it takes
+	// the connection for dead and has go-redis make a new one (hubIdle,
+	// hubPong; tests shorten them before the first wait).
+	idle, pong time.Duration
+
 	mu         sync.Mutex
 	ps         *redis.PubSub
 	subscribed bool // ch has been subscribed to (go-redis renews it after a reconnect)
@@ -43,8 +51,17 @@ func newHub(rdb redis.UniversalClient, prefix string) *hub {
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
 	tag, base := hex.EncodeToString(b[:]), wakeBase(prefix)
-	return &hub{rdb: rdb, tag: tag, base: base, ch: base + tag, done: make(chan struct{}), waiters: map[string]chan grant{}}
+	return &hub{rdb: rdb, tag: tag, base: base, ch: base + tag, idle: hubIdle, pong: hubPong, done: make(chan struct{}), waiters: map[string]chan grant{}}
 }
+
+// hubIdle and hubPong are the hub's defaults for idle and pong: a
+// subscription whose host vanished without closing it (a dead VM, a
+// partition that never heals) is noticed within about 35 s, at a PING a
+// quiet half-minute.
+const (
+	hubIdle = 30 * time.Second
+	hubPong = 5 * time.Second
+)
 
 // newID returns an entry id no other entry of any process has: the
 // process's random 64-bit tag, a dot, and a count.
@@ -104,27 +121,80 @@ func (h *hub) leave(id string) {
 // go-redis's Channel, which adds a goroutine hop to every wake-up). After a
 // connection error go-redis reconnects and subscribes again on the next
 // read; the loop waits a little first, so a dead Redis does not make it
-// spin.
+// spin. A connection quiet for idle is pinged, and one that then says
+// nothing for pong is dropped (a read past a hard deadline: go-redis
+// reconnects), so a host that vanished without closing it is noticed.
+// Each (re)subscription nudges the waiters, who may have missed wake-ups
+// meanwhile, to look again at once.
 func (h *hub) loop(ps *redis.PubSub, end chan struct{}) {
 	defer close(end)
 	ctx := context.Background()
 	for {
-		msg, err := ps.Receive(ctx) // close ends it: it closes ps
+		msg, err := ps.ReceiveTimeout(ctx, h.idle) // a timeout keeps the connection
 		if h.isClosed() {
 			return
 		}
-		if err == nil {
-			if m, ok := msg.(*redis.Message); ok {
-				if g, ids, ok := parseGrant(m.Payload); ok {
-					h.deliver(g, ids)
-				}
+		if isTimeout(err) {
+			msg, err = h.check(ctx, ps)
+			if h.isClosed() {
+				return
 			}
+		}
+		if err == nil {
+			h.handle(msg)
 			continue
 		}
 		select {
 		case <-h.done:
 			return
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// check pings a connection that has been quiet for idle and reads its next
+// message with a hard deadline of pong: past it, go-redis drops the
+// connection and makes a new one on the next read.
+func (h *hub) check(ctx context.Context, ps *redis.PubSub) (any, error) {
+	pctx, cancel := context.WithTimeout(ctx, h.pong)
+	defer cancel()
+	if err := ps.Ping(pctx); err != nil {
+		return nil, err
+	}
+	return ps.Receive(pctx)
+}
+
+// handle acts on one message of the connection: a wake-up is delivered,
+// a subscription (the first, or again after a reconnect) nudges every
+// waiter, a pong is nothing.
+func (h *hub) handle(msg any) {
+	switch m := msg.(type) {
+	case *redis.Message:
+		if g, ids, ok := parseGrant(m.Payload); ok {
+			h.deliver(g, ids)
+		}
+	case *redis.Subscription:
+		if m.Kind == "subscribe" {
+			h.nudge()
+		}
+	}
+}
+
+// isTimeout reports whether err is a read that timed out.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// nudge has every waiter of the process look at its place now: wake-ups
+// published while the subscription was down were lost.
+func (h *hub) nudge() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.waiters {
+		select {
+		case c <- grant{wait: time.Millisecond}: // look again in a millisecond (wait)
+		default: // a grant is already waiting for it
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/polite-crawler/polite/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -383,4 +384,56 @@ func TestHubForgetsWaiters(t *testing.T) {
 			t.Fatalf("%d waiters still registered with the hub", n)
 		}
 	})
+}
+
+// A subscription whose host vanished without closing it (the proxy strands
+// it: open, silent) is noticed at the hub's next ping and made again: a
+// hand-off after that wakes the waiter it serves by the new subscription,
+// and one while it was dead (its message lost) by the nudge the new
+// subscription gives every waiter. Without the ping the hub would wait on
+// the dead connection for good, and the waiter for its poll (10 s here).
+func TestHubRenewsVanishedSubscription(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after bool // the release comes after the hub has had time to renew
+	}{{"release after the renewal", true}, {"release while it was dead", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			px, err := redistest.NewProxy(srv.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer px.Close()
+			far := redis.NewClient(&redis.Options{Addr: px.Addr, ReadTimeout: 500 * time.Millisecond, ConnMaxIdleTime: 100 * time.Millisecond}) // idle connections (stranded) are not reused
+			defer far.Close()
+			opts := Options{Mode: ModeAtomic, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true}
+			l := newLimiter(t, far, opts)
+			l.hub.idle, l.hub.pong = 200*time.Millisecond, 200*time.Millisecond
+			opts.Prefix = l.opts.prefix()
+			near := newLimiter(t, newClient(t), opts)
+			site := fmt.Sprintf("vanished-%d.example", time.Now().UnixNano()) // a waiter's release over a stranded connection may never land
+			p, err := near.Acquire(ctx, site, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				q, err := l.Acquire(ctx, site, 1)
+				got <- err
+				if err == nil {
+					q.Release(context.WithoutCancel(ctx)) // may meet a stranded connection: best effort
+				}
+			}()
+			waitFor(t, "waiter to queue", func() bool { _, o := members(t, near.rdb, near, site); return len(o) == 2 })
+			time.Sleep(50 * time.Millisecond) // past the fresh subscription's early look
+			px.Strand()
+			if c.after {
+				time.Sleep(time.Second) // the hub's idle, ping and pong, then a new subscription
+			}
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wantWoken(t, got, "the waiter was not woken: the hub stayed on its vanished subscription")
+		})
+	}
 }
