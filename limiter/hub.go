@@ -80,22 +80,22 @@ func (h *hub) register(id string) <-chan grant {
 	return c
 }
 
-// listen subscribes to the process's channel unless it is already.
-// fresh reports that the subscription was just made (a message published
-// just before may have been missed).
-func (h *hub) listen() (fresh bool) {
+// listen subscribes to the process's channel unless it is already. A
+// message published before the subscription was live is made up for by
+// the nudge its confirmation brings (handle).
+func (h *hub) listen() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.subscribed || h.isClosed() {
-		return false
+		return
 	}
-	return h.subscribe()
+	h.subscribe()
 }
 
 // subscribe subscribes to the process's channel, starting the connection on
 // first use. On failure waiters still poll; the next listen tries again.
 // h.mu held.
-func (h *hub) subscribe() bool {
+func (h *hub) subscribe() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if h.ps == nil {
@@ -103,11 +103,7 @@ func (h *hub) subscribe() bool {
 		h.loopDone = make(chan struct{})
 		go h.loop(h.ps, h.loopDone)
 	}
-	if err := h.ps.Subscribe(ctx, h.ch); err != nil {
-		return false
-	}
-	h.subscribed = true
-	return true
+	h.subscribed = h.ps.Subscribe(ctx, h.ch) == nil
 }
 
 func (h *hub) leave(id string) {

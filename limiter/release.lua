@@ -17,8 +17,9 @@
 -- and starts no shorter delay than the site's rule now.
 -- When the removed entry was ranked below limit and someone waited behind
 -- it, publishes "<limit> <wait ms> <id>..." naming the entries now in the
--- first limit places, on each one's process's channel (tell); wait ms is how long until the site's next-request time (crawl
--- delay or backoff), 0 if it has passed.
+-- first limit places, on each one's process's channel (tell); wait ms is
+-- how long until the site's next-request time (crawl delay or backoff), 0
+-- if it has passed.
 -- With adaptive politeness, the outcome is recorded in the site's health
 -- and the controller run first; the limit and delay are then tightened to
 -- the site's effective cap and extra delay, and a new backoff holds the

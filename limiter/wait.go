@@ -30,9 +30,12 @@ var errPlaceLost = errors.New("limiter: place in line lost")
 //
 // Wake-ups: the release that moves a waiter into the first `limit` places
 // publishes the ids there, each on its process's channel (hub), and the
-// waiter takes the permit without another round trip. When no message comes (a holder died, a message was missed while the
-// subscription was being set up) the waiter looks again when Redis said the
-// oldest lease can run out, at its next heartbeat, or after Options.Poll.
+// waiter takes the permit without another round trip. Each time the
+// process's subscription is made (the first time, or again after it was
+// lost) every waiter looks again at once: messages published before it was
+// live are lost. When no message comes (a holder died) the waiter looks
+// again when Redis said the oldest lease can run out, at its next
+// heartbeat, or after Options.Poll.
 //
 // own is the rule the caller asked for; the rule a waiter is held to is own
 // tightened by the site's ceiling as the last visit to Redis found it
@@ -42,14 +45,9 @@ var errPlaceLost = errors.New("limiter: place in line lost")
 func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outcome, grants <-chan grant) (*Permit, error) {
 	rule, eff := o.rule, o.eff
 	defer l.hub.leave(id)
-	fresh := l.hub.listen()
+	l.hub.listen()
 	lease, poll, now := l.opts.lease(), l.opts.poll(), l.opts.now()
 	beat, hint := o.sent, o.wait
-	if fresh {
-		// The subscription may not have been live when a release published:
-		// look once more soon rather than wait for the poll.
-		hint = min(hint, 5*time.Millisecond)
-	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {

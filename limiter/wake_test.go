@@ -266,9 +266,14 @@ func TestWakeRightAfterEntryIsKept(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !b.hub.listen() { // subscribed already: no early look of a fresh subscription
-			t.Fatal("b could not subscribe")
-		}
+		// Subscribed already, and the subscription's nudge past, so that no
+		// early look can let the waiter in.
+		b.hub.listen()
+		waitFor(t, "b to subscribe", func() bool {
+			n, err := a.rdb.PubSubNumSub(ctx, b.hub.ch).Result()
+			return err == nil && n[b.hub.ch] == 1
+		})
+		time.Sleep(50 * time.Millisecond)
 		hook := &releaseAfterEntry{p: p, err: make(chan error, 1)}
 		rdb.AddHook(hook)
 		hook.armed.Store(true)
@@ -301,14 +306,13 @@ func (r *loseReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// A release whose reply is lost after the script ran still wakes the
-// waiter of its own process that it let in: by the message on the
-// process's channel, not only by the reply.
-func TestLostReleaseReplyWakesLocalWaiter(t *testing.T) {
-	ctx := ctxT(t)
-	rdb := newClient(t)
+// holderAndLocalWaiter makes an atomic Limiter on rdb (poll and heartbeats
+// 10 s off), takes site's one permit and queues a waiter of the same
+// Limiter behind it (see waiter), past its subscription's early look: only
+// a wake-up can let it in within wantWoken's 5 s.
+func holderAndLocalWaiter(t *testing.T, ctx context.Context, rdb *redis.Client, site string) (*Limiter, *Permit, <-chan error) {
+	t.Helper()
 	l := newLimiter(t, rdb, Options{Mode: ModeAtomic, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true})
-	const site = "lost-reply.example"
 	p, err := l.Acquire(ctx, site, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -316,6 +320,16 @@ func TestLostReleaseReplyWakesLocalWaiter(t *testing.T) {
 	got := waiter(ctx, l, site, 1)
 	waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, site); return len(o) == 2 })
 	time.Sleep(50 * time.Millisecond) // past the fresh subscription's early look
+	return l, p, got
+}
+
+// A release whose reply is lost after the script ran still wakes the
+// waiter of its own process that it let in: by the message on the
+// process's channel, not only by the reply.
+func TestLostReleaseReplyWakesLocalWaiter(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := newClient(t)
+	_, p, got := holderAndLocalWaiter(t, ctx, rdb, "lost-reply.example")
 	lose := &loseReply{}
 	rdb.AddHook(lose)
 	lose.armed.Store(true)
@@ -330,16 +344,7 @@ func TestLostReleaseReplyWakesLocalWaiter(t *testing.T) {
 // process that it let in woken.
 func TestFailedKeepWakesLocalWaiter(t *testing.T) {
 	ctx := ctxT(t)
-	rdb := newClient(t)
-	l := newLimiter(t, rdb, Options{Mode: ModeAtomic, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true})
-	const site = "failed-keep.example"
-	p, err := l.Acquire(ctx, site, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := waiter(ctx, l, site, 1)
-	waitFor(t, "waiter to queue", func() bool { _, o := members(t, rdb, l, site); return len(o) == 2 })
-	time.Sleep(50 * time.Millisecond) // past the fresh subscription's early look
+	l, p, got := holderAndLocalWaiter(t, ctx, newClient(t), "failed-keep.example")
 	pipe := l.Pipeline()
 	_, kept := p.KeepOn(ctx, pipe, Rule{Limit: 1})
 	if _, err := pipe.Exec(ctx); err != nil {
