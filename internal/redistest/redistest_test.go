@@ -149,19 +149,27 @@ func TestWaitUptime(t *testing.T) {
 	}
 }
 
-// A cut proxy passes nothing, in either direction, until it heals; then the
-// same client works again.
-func TestProxyCutAndHeal(t *testing.T) {
+// proxied starts a server and a proxy in front of it, both closed when the
+// test ends.
+func proxied(t *testing.T) *Proxy {
+	t.Helper()
 	s, err := Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(s.Close)
 	p, err := NewProxy(s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// A cut proxy passes nothing, in either direction, until it heals; then the
+// same client works again.
+func TestProxyCutAndHeal(t *testing.T) {
+	p := proxied(t)
 	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
 	ctx := context.Background()
@@ -169,7 +177,7 @@ func TestProxyCutAndHeal(t *testing.T) {
 		t.Fatalf("through the proxy: %v", err)
 	}
 	p.Cut()
-	err = c.Get(ctx, "k").Err()
+	err := c.Get(ctx, "k").Err()
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("through a cut proxy: %v, want a timeout", err)
@@ -187,16 +195,7 @@ func TestProxyCutAndHeal(t *testing.T) {
 // A stranded connection passes nothing, ever, and stays open; a new one
 // works.
 func TestProxyStrand(t *testing.T) {
-	s, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	p, err := NewProxy(s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := proxied(t)
 	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
 	defer c.Close()
 	ctx := context.Background()
@@ -206,7 +205,7 @@ func TestProxyStrand(t *testing.T) {
 		t.Fatalf("through the proxy: %v", err)
 	}
 	p.Strand()
-	err = stuck.Ping(ctx).Err()
+	err := stuck.Ping(ctx).Err()
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("on a stranded connection: %v, want a timeout", err)
