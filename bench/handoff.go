@@ -52,6 +52,9 @@ type HotSiteSpec struct {
 	Rounds int
 }
 
+// rounds is how many turns each algorithm gets (Rounds, at least one).
+func (spec HotSiteSpec) rounds() int { return max(spec.Rounds, 1) }
+
 // hotSiteAlgorithms are the hot site's rows in report order: the token
 // list, the physical anchor, first.
 var hotSiteAlgorithms = append([]string{AlgTokenList}, algorithms...)
@@ -74,7 +77,7 @@ type hotTurn struct {
 func measureHotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: spec.RedisAddr})
 	defer rdb.Close()
-	rounds := max(spec.Rounds, 1)
+	rounds := spec.rounds()
 	turn := spec
 	turn.Duration = spec.Duration / time.Duration(rounds)
 	turns := make([][]hotTurn, len(hotSiteAlgorithms))

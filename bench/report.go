@@ -119,9 +119,9 @@ func (r *Report) hotSiteSection(p func(string, ...any)) {
 	p("## Limiter: hand-off and safety on a hot site")
 	p("")
 	rounds := "."
-	if s.Rounds > 1 {
+	if n := s.rounds(); n > 1 {
 		rounds = fmt.Sprintf(", in %d rounds: each round gives every algorithm a turn of %s, in the table's order, so that a drift of the machine over the section hits every row alike; a row adds up its turns.",
-			s.Rounds, s.Duration/time.Duration(s.Rounds))
+			n, s.Duration/time.Duration(n))
 	}
 	p("%d processes × %d waiters on one site, limit %d. Each grant holds its permit for one HTTP request that the server keeps open %s; the server counts requests in flight. %s per algorithm%s",
 		s.Procs, s.WaitersPerProc, s.Limit, s.Hold, s.Duration, rounds)

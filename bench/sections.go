@@ -47,7 +47,7 @@ type sizes struct {
 	rounds                   int           // burst rounds per algorithm
 	hotRounds                int           // hot-site rounds (hot is split between them)
 	crawlPages               int           // per site
-	procs, collyProcs        []int         // processes of our crawls, of colly alone's
+	procs, collyProcs        []int         // processes of our crawls, of colly alone's besides the one-process reference (crawl)
 	runs                     int           // crawls per row, the median kept
 	scaleSites, scaleWorkers []int
 	scaleSecs                float64 // how long each scale crawl is sized to last
@@ -56,11 +56,11 @@ type sizes struct {
 
 var (
 	fullSizes = sizes{pairs: 3000, tput: 5 * time.Second, hot: 12 * time.Second, hotRounds: 4, rounds: 5, crawlPages: 300, procs: []int{1, 2, 4},
-		collyProcs: []int{1, 4}, runs: 3, scaleSites: []int{10, 100, 1000}, scaleWorkers: []int{1, 4, 16, 64}, scaleSecs: 4,
+		collyProcs: []int{4}, runs: 3, scaleSites: []int{10, 100, 1000}, scaleWorkers: []int{1, 4, 16, 64}, scaleSecs: 4,
 		seenURLs: 100000, fragilePages: 200}
 	// quickSizes are --quick's: under a minute, for CI smoke runs.
 	quickSizes = sizes{pairs: 300, tput: time.Second, hot: 2 * time.Second, rounds: 1, crawlPages: 25, procs: []int{1, 2},
-		collyProcs: []int{1}, runs: 1, scaleSites: []int{10, 100}, scaleWorkers: []int{1, 16}, scaleSecs: 0.5,
+		runs: 1, scaleSites: []int{10, 100}, scaleWorkers: []int{1, 16}, scaleSecs: 0.5,
 		seenURLs: 5000, fragilePages: 60}
 )
 
@@ -101,7 +101,7 @@ func (run *runner) limiter(ctx context.Context) (err error) {
 
 func (run *runner) hotSite(ctx context.Context) (err error) {
 	s := run.r.HotSpec
-	run.logf("hot site: %d processes x %d waiters, limit %d, %s holds, %s per algorithm in %d round(s)", s.Procs, s.WaitersPerProc, s.Limit, s.Hold, s.Duration, max(s.Rounds, 1))
+	run.logf("hot site: %d processes x %d waiters, limit %d, %s holds, %s per algorithm in %d round(s)", s.Procs, s.WaitersPerProc, s.Limit, s.Hold, s.Duration, s.rounds())
 	run.r.HotSite, err = measureHotSite(ctx, s)
 	return err
 }
@@ -124,10 +124,7 @@ func (run *runner) crawl(ctx context.Context) (err error) {
 	if len(ref) > 0 {
 		r.Crawl = append(r.Crawl, medianOf(ref))
 	}
-	for _, n := range run.n.collyProcs { // 1 is the reference (above); 4 shows what colly alone does to a site
-		if n == 1 {
-			continue
-		}
+	for _, n := range run.n.collyProcs { // colly alone in several processes: what it does to a site
 		run.logf("crawl: colly alone, %d process(es)", n)
 		row, err := collyAlone(ctx, s, n)
 		if err != nil {
