@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"github.com/polite-crawler/polite/internal/redistest"
 	"io"
 	"math"
@@ -190,21 +191,51 @@ func wellFormed(b []byte) error {
 // A row crawled several times shows the median crawl, the range, and the
 // worst safety figures of any of them.
 func TestMedian(t *testing.T) {
-	utils := []float64{0.8, 0.9, 0.85}
-	i := 0
-	row, err := median(3, func() (CrawlRow, error) {
-		r := CrawlRow{Util: utils[i], Cap: 3, MaxAtOnce: 3}
-		if i == 0 {
-			r.MaxAtOnce, r.OverCap = 4, 1 // the worst crawl is not the median one
-		}
-		i++
-		return r, nil
-	})
-	if err != nil || row.Util != 0.85 || row.UtilMin != 0.8 || row.UtilMax != 0.9 || row.Runs != 3 {
-		t.Fatalf("median row %+v %v", row, err)
+	all := []CrawlRow{{Util: 0.8, Cap: 3, MaxAtOnce: 4, OverCap: 1}, // the worst crawl is not the median one
+		{Util: 0.9, Cap: 3, MaxAtOnce: 3}, {Util: 0.85, Cap: 3, MaxAtOnce: 3}}
+	row := medianOf(all)
+	if row.Util != 0.85 || row.UtilMin != 0.8 || row.UtilMax != 0.9 || row.Runs != 3 {
+		t.Fatalf("median row %+v", row)
 	}
 	if row.MaxAtOnce != 4 || row.OverCap != 1 {
 		t.Fatalf("an over-cap crawl hidden behind the median: %+v", row)
+	}
+}
+
+// The crawl section goes in rounds, one crawl of every row a round after
+// the reference, so that a slow stretch of the machine costs a row at most
+// one crawl: here the second round is slow for everyone and no row's
+// median is from it.
+func TestUtilisationRounds(t *testing.T) {
+	var order []string
+	round := 0
+	before := func() error {
+		round++
+		order = append(order, "ref")
+		return nil
+	}
+	rows, err := utilisation([]int{1, 4}, 3, before, func(procs int, mode string) (CrawlRow, error) {
+		order = append(order, fmt.Sprintf("%s-%d", mode, procs))
+		util := 0.9 + 0.01*float64(round)
+		if round == 2 {
+			util = 0.5
+		}
+		return CrawlRow{Mode: mode, Procs: procs, Util: util}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := "ref locked-1 atomic-1 locked-4 atomic-4"
+	if got, want := strings.Join(order, " "), r+" "+r+" "+r; got != want {
+		t.Errorf("crawled %s; want %s", got, want)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d rows; want 4", len(rows))
+	}
+	for i, x := range rows {
+		if x.Mode != crawlModes[i%2] || x.Procs != []int{1, 4}[i/2] || x.Util != 0.91 || x.UtilMin != 0.5 || x.UtilMax != 0.93 || x.Runs != 3 {
+			t.Errorf("row %d: %+v; want %s with %d process(es), median 0.91 of 0.5-0.93", i, x, crawlModes[i%2], []int{1, 4}[i/2])
+		}
 	}
 }
 

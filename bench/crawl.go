@@ -76,29 +76,37 @@ func (s CrawlSpec) profile() testserver.Profile {
 // crawlModes are the semaphore modes utilisation crawls with, in row order.
 var crawlModes = []string{"locked", "atomic"}
 
-// utilisation crawls the sites with each of procsList processes sharing one
-// crawl, totalWorkers split between them, in each of crawlModes (both modes
-// of one process count next to each other, so drift on the machine hits
-// them alike). Each row is the median of runs crawls, with their range: on
-// a shared machine one crawl's figure moves by several points. before (if
-// not nil) runs before each number of processes' rows.
-func utilisation(ctx context.Context, s CrawlSpec, procsList []int, totalWorkers, runs int, before func() error) ([]CrawlRow, error) {
-	var rows []CrawlRow
-	for _, procs := range procsList {
+// utilisation makes the rows of procsList processes in each of crawlModes,
+// each crawl made by crawl (the polite one: procs processes sharing the
+// crawl, its workers split between them). Each row is
+// the median of runs crawls, with their range: on a shared machine one
+// crawl's figure moves by several points, and this VM's host slows it down
+// for 20-30 s at a time. So the crawls go in rounds: every row's first
+// crawl, then every row's second, and so on, before (if not nil) running
+// at the start of each round; a slow stretch then costs a row at most one
+// of its crawls, which its median leaves out, instead of all of them.
+func utilisation(procsList []int, runs int, before func() error, crawl func(procs int, mode string) (CrawlRow, error)) ([]CrawlRow, error) {
+	all := make([][]CrawlRow, len(procsList)*len(crawlModes))
+	for range max(runs, 1) {
 		if before != nil {
 			if err := before(); err != nil {
 				return nil, err
 			}
 		}
-		for _, mode := range crawlModes {
-			row, err := median(runs, func() (CrawlRow, error) {
-				return s.polite(ctx, fmt.Sprintf("polite %s, %d process(es)", mode, procs), mode, procs, (totalWorkers+procs-1)/procs)
-			})
-			if err != nil {
-				return nil, err
+		for i, procs := range procsList {
+			for j, mode := range crawlModes {
+				row, err := crawl(procs, mode)
+				if err != nil {
+					return nil, err
+				}
+				k := i*len(crawlModes) + j
+				all[k] = append(all[k], row)
 			}
-			rows = append(rows, row)
 		}
+	}
+	rows := make([]CrawlRow, 0, len(all))
+	for _, crawls := range all {
+		rows = append(rows, medianOf(crawls))
 	}
 	return rows, nil
 }
@@ -143,20 +151,6 @@ func perCoreByMode(rows []CrawlRow) []perCore {
 		}
 	}
 	return out
-}
-
-// median makes runs crawls and returns the one of median utilisation, with
-// the range of all and the worst safety figures of any.
-func median(runs int, crawl func() (CrawlRow, error)) (CrawlRow, error) {
-	var all []CrawlRow
-	for i := 0; i < max(runs, 1); i++ {
-		row, err := crawl()
-		if err != nil {
-			return CrawlRow{}, err
-		}
-		all = append(all, row)
-	}
-	return medianOf(all), nil
 }
 
 // medianOf is the crawl of all with the median utilisation, with the range

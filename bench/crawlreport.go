@@ -21,7 +21,7 @@ func (r *Report) crawlSection(p func(string, ...any)) {
 	p("")
 	crawlTable(p, r.Crawl)
 	p("")
-	p("colly alone is the in-process optimum, with no coordination cost: a `LimitRule` of parallelism %d per site and colly's own robots.txt handling. In one process it keeps the cap, and its steady rate is the reference for \"÷ colly alone\": it is crawled before each group of our rows with the same number of processes, and its median crawl is the row, so that a drift of the machine over the section moves it as it moves ours.", siteCap)
+	p("colly alone is the in-process optimum, with no coordination cost: a `LimitRule` of parallelism %d per site and colly's own robots.txt handling. In one process it keeps the cap, and its steady rate is the reference for \"÷ colly alone\": the crawls go in rounds (colly alone, then one crawl of each of our rows; the next round the same), each row is its median crawl with the range of all, so that a drift of the machine over the section moves the reference as it moves ours, and a stretch of seconds when this VM's host slows it costs a row at most one of its crawls.", siteCap)
 	if slices.ContainsFunc(r.Crawl, func(x CrawlRow) bool { return x.Peer && x.Procs > 1 }) {
 		p("In several processes each keeps only its own cap, so a site sees up to that many times its cap and every page is fetched once per process (the pages column counts them all; duplicates counts the repeats).")
 	}

@@ -108,9 +108,9 @@ func (run *runner) hotSite(ctx context.Context) (err error) {
 
 func (run *runner) crawl(ctx context.Context) (err error) {
 	r, s := run.r, run.r.CrawlSpec
-	run.logf("crawl: %d sites x %d pages, %s each, cap %d; polite %v with %v processes, %d crawls each; colly alone in 1 process before each group", s.Sites, s.Pages, s.Latency, siteCap, crawlModes, run.n.procs, run.n.runs)
-	// The reference, colly alone in one process, is crawled before each
-	// group of our rows (its median is the row), so that a drift of the
+	run.logf("crawl: %d sites x %d pages, %s each, cap %d; polite %v with %v processes; %d round(s): colly alone in 1 process, then one crawl of each row", s.Sites, s.Pages, s.Latency, siteCap, crawlModes, run.n.procs, run.n.runs)
+	// The reference, colly alone in one process, is crawled first in each
+	// round of our rows (its median is the row), so that a drift of the
 	// machine over the section moves it as it moves ours.
 	var ref []CrawlRow
 	before := func() error {
@@ -118,7 +118,10 @@ func (run *runner) crawl(ctx context.Context) (err error) {
 		ref = append(ref, row)
 		return err
 	}
-	if r.Crawl, err = utilisation(ctx, s, run.n.procs, s.workers(), run.n.runs, before); err != nil {
+	polite := func(procs int, mode string) (CrawlRow, error) {
+		return s.polite(ctx, fmt.Sprintf("polite %s, %d process(es)", mode, procs), mode, procs, (s.workers()+procs-1)/procs)
+	}
+	if r.Crawl, err = utilisation(run.n.procs, run.n.runs, before, polite); err != nil {
 		return err
 	}
 	if len(ref) > 0 {
