@@ -36,11 +36,10 @@ type hub struct {
 	// hubPong; tests shorten them before the first wait).
 	idle, pong time.Duration
 
-	mu         sync.Mutex
-	ps         *redis.PubSub
-	subscribed bool // ch has been subscribed to (go-redis renews it after a reconnect)
-	loopDone   chan struct{}
-	waiters    map[string]chan grant
+	mu       sync.Mutex
+	ps       *redis.PubSub
+	loopDone chan struct{}
+	waiters  map[string]chan grant
 }
 
 // wakeBase starts every process's wake-up channel; release.lua appends the
@@ -80,30 +79,21 @@ func (h *hub) register(id string) <-chan grant {
 	return c
 }
 
-// listen subscribes to the process's channel unless it is already. A
-// message published before the subscription was live is made up for by
-// the nudge its confirmation brings (handle).
+// listen starts the hub's subscription to the process's channel unless it
+// is started, and returns at once: the hub's loop subscribes (go-redis
+// subscribes again on every new connection), so no waiter waits for Redis
+// to answer, nor holds h.mu while it does. A message published before the
+// subscription was live is made up for by the nudge its confirmation
+// brings (handle).
 func (h *hub) listen() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.subscribed || h.isClosed() {
+	if h.ps != nil || h.isClosed() {
 		return
 	}
-	h.subscribe()
-}
-
-// subscribe subscribes to the process's channel, starting the connection on
-// first use. On failure waiters still poll; the next listen tries again.
-// h.mu held.
-func (h *hub) subscribe() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if h.ps == nil {
-		h.ps = h.rdb.Subscribe(ctx)
-		h.loopDone = make(chan struct{})
-		go h.loop(h.ps, h.loopDone)
-	}
-	h.subscribed = h.ps.Subscribe(ctx, h.ch) == nil
+	h.ps = h.rdb.Subscribe(context.Background()) // no channel yet: sends nothing
+	h.loopDone = make(chan struct{})
+	go h.loop(h.ps, h.loopDone)
 }
 
 func (h *hub) leave(id string) {
@@ -125,6 +115,11 @@ func (h *hub) leave(id string) {
 func (h *hub) loop(ps *redis.PubSub, end chan struct{}) {
 	defer close(end)
 	ctx := context.Background()
+	// The channel is named once: if this SUBSCRIBE fails, the read below
+	// makes a new connection, which go-redis subscribes to it.
+	sctx, cancel := context.WithTimeout(ctx, h.pong)
+	ps.Subscribe(sctx, h.ch)
+	cancel()
 	for {
 		msg, err := ps.ReceiveTimeout(ctx, h.idle) // a timeout keeps the connection
 		if h.isClosed() {

@@ -430,7 +430,7 @@ func TestHubRenewsVanishedSubscription(t *testing.T) {
 				}
 			}()
 			waitFor(t, "waiter to queue", func() bool { _, o := members(t, near.rdb, near, site); return len(o) == 2 })
-			time.Sleep(50 * time.Millisecond) // past the fresh subscription's early look
+			time.Sleep(50 * time.Millisecond) // past the nudge of the waiter's subscription
 			px.Strand()
 			if c.after {
 				time.Sleep(time.Second) // the hub's idle, ping and pong, then a new subscription
@@ -441,4 +441,45 @@ func TestHubRenewsVanishedSubscription(t *testing.T) {
 			wantWoken(t, got, "the waiter was not woken: the hub stayed on its vanished subscription")
 		})
 	}
+}
+
+// No waiter waits for the process's subscription: with Redis silent, the
+// first wait's listen returns at once, and the other waiters' register,
+// listen and leave do not queue behind it (they waited out go-redis's dial
+// and the SUBSCRIBE, 5 s here, holding the hub's lock). Once Redis answers,
+// the hub's loop subscribes and nudges the waiters.
+func TestListenWaitsForNoRedis(t *testing.T) {
+	px, err := redistest.NewProxy(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	far := redis.NewClient(&redis.Options{Addr: px.Addr})
+	defer far.Close()
+	l := newLimiter(t, far, Options{Mode: ModeAtomic, NoRestartGuard: true})
+	px.Cut() // nothing crosses: connections are accepted, nothing is answered
+	start := time.Now()
+	l.hub.listen()
+	c := l.hub.register("waiter")
+	l.hub.listen()
+	l.hub.register("other")
+	l.hub.leave("other")
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("listen, register and leave took %v with Redis silent; want at once", d)
+	}
+	time.Sleep(200 * time.Millisecond) // the loop's SUBSCRIBE meets the silence
+	px.Heal()
+	select {
+	case g := <-c:
+		if g.wait != time.Millisecond {
+			t.Fatalf("got %+v; want the subscription's nudge", g)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no nudge: the hub did not subscribe once Redis answered")
+	}
+	n, err := newClient(t).PubSubNumSub(ctxT(t), l.hub.ch).Result()
+	if err != nil || n[l.hub.ch] != 1 {
+		t.Fatalf("subscribers of the process's channel: %v, %v; want 1", n, err)
+	}
+	l.hub.leave("waiter")
 }
