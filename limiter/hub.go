@@ -115,11 +115,23 @@ func (h *hub) leave(id string) {
 func (h *hub) loop(ps *redis.PubSub, end chan struct{}) {
 	defer close(end)
 	ctx := context.Background()
-	// The channel is named once: if this SUBSCRIBE fails, the read below
-	// makes a new connection, which go-redis subscribes to it.
-	sctx, cancel := context.WithTimeout(ctx, h.pong)
-	ps.Subscribe(sctx, h.ch)
-	cancel()
+	// SUBSCRIBE until one is sent: go-redis then subscribes every new
+	// connection to the channel. One that fails may leave a connection
+	// subscribed to nothing (go-redis replaces a broken connection before it
+	// notes the channel), which the read below would keep.
+	for {
+		sctx, cancel := context.WithTimeout(ctx, h.pong)
+		err := ps.Subscribe(sctx, h.ch)
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-h.done:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	for {
 		msg, err := ps.ReceiveTimeout(ctx, h.idle) // a timeout keeps the connection
 		if h.isClosed() {

@@ -1,9 +1,11 @@
 package limiter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -482,4 +484,54 @@ func TestListenWaitsForNoRedis(t *testing.T) {
 		t.Fatalf("subscribers of the process's channel: %v, %v; want 1", n, err)
 	}
 	l.hub.leave("waiter")
+}
+
+// A SUBSCRIBE whose connection breaks as it is sent is sent again: go-redis
+// replaces the connection before it notes the channel, so the new one was
+// subscribed to nothing, and the hub kept reading it (pinged, it answers)
+// without a wake-up or a nudge for the process's life.
+func TestBrokenSubscribeIsSentAgain(t *testing.T) {
+	var broke atomic.Bool
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return breakSubscribe{c, &broke}, nil
+	}})
+	defer rdb.Close()
+	l := newLimiter(t, rdb, Options{Mode: ModeAtomic, NoRestartGuard: true})
+	c := l.hub.register("waiter")
+	defer l.hub.leave("waiter")
+	l.hub.listen()
+	select {
+	case g := <-c:
+		if g.wait != time.Millisecond {
+			t.Fatalf("got %+v; want the subscription's nudge", g)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no nudge: the hub did not subscribe after its first SUBSCRIBE broke")
+	}
+	if !broke.Load() {
+		t.Fatal("the first SUBSCRIBE did not break: the test tests nothing")
+	}
+	n, err := newClient(t).PubSubNumSub(ctxT(t), l.hub.ch).Result()
+	if err != nil || n[l.hub.ch] != 1 {
+		t.Fatalf("subscribers of the process's channel: %v, %v; want 1", n, err)
+	}
+}
+
+// breakSubscribe is a connection that the first SUBSCRIBE written on any of
+// them (broke) closes, with an error, as a reset at that moment would.
+type breakSubscribe struct {
+	net.Conn
+	broke *atomic.Bool
+}
+
+func (c breakSubscribe) Write(b []byte) (int, error) {
+	if bytes.Contains(bytes.ToLower(b), []byte("subscribe")) && c.broke.CompareAndSwap(false, true) {
+		c.Conn.Close()
+		return 0, errors.New("connection reset by the test")
+	}
+	return c.Conn.Write(b)
 }
