@@ -93,6 +93,9 @@ type Crawler struct {
 	// the site sent, that another site of its shard is ready too
 	// (frontier.Item.More).
 	wake chan string
+	// watching is set while one idle worker is the process's watcher
+	// (watchFirst).
+	watching atomic.Bool
 	// done is closed when a worker has learnt that the crawl is done for the
 	// whole fleet (frontier.ErrDone): the process's other workers need not
 	// each ask again.

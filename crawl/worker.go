@@ -18,7 +18,8 @@ type worker struct {
 	col      *colly.Collector
 	cur      page
 	fetching context.Context
-	stays    int // turns in a row that asked to stay on their site
+	stays    int           // turns in a row that asked to stay on their site
+	watch    time.Duration // while the process's watcher (see watchFirst): its next wait
 }
 
 // maxStays is how many turns in a row a worker asks to stay on its site
@@ -35,6 +36,7 @@ const maxStays = 16
 // requests run under fetching (see Run).
 func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 	w := &worker{n: n, fetching: fetching}
+	defer c.unwatch(w, false)
 	w.col = fetch.NewCollector(c.tr, fetch.CollectorOptions{UserAgent: c.o.UserAgent, MaxBodySize: c.o.MaxBodySize, Timeout: c.o.Timeout, Context: fetching})
 	c.listen(w)
 	idle := 0
@@ -74,7 +76,7 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 			wait := time.Second
 			switch {
 			case empty != nil:
-				wait = min(max(empty.Wait, time.Millisecond), idlePoll)
+				wait = min(max(empty.Wait, time.Millisecond), idlePoll, c.watchFor(w))
 			case c.maps.running.Load() > 0:
 				wait = 100 * time.Millisecond // sitemaps being read may queue URLs any moment
 			}
@@ -90,7 +92,7 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 			continue
 		}
 		idle = 0
-		if it.More {
+		if handOver := c.unwatch(w, true); it.More || handOver {
 			c.rouse(it.Site)
 		}
 		taken = c.turn(ctx, w, it, spare)
@@ -101,6 +103,48 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 // again, unless the frontier said when something may be ready: a slot that
 // a settlement frees goes to the settling worker, or rouses an idle one.
 const idlePoll = time.Second
+
+// An idle worker sleeps up to idlePoll, but URLs that other processes queue
+// on sites with free slots are seen sooner: one idle worker of the process,
+// its watcher, asks the frontier again after watchFirst, then twice as long
+// each time it finds nothing, up to watchMax. When it finds an item it
+// stops watching and rouses another idle worker (rouse), who becomes the
+// watcher if it finds nothing, or takes the next item and rouses another:
+// so a process whose workers all sleep (started after the others took every
+// ready site, or left with nothing when a burst ended) joins in a few polls
+// rather than at its workers' next idlePoll. It costs a process at most one
+// poll every watchFirst, and one every watchMax while nothing comes. Only
+// while the frontier has work queued or in flight (EmptyError), not once
+// the crawl is done.
+const (
+	watchFirst = 50 * time.Millisecond
+	watchMax   = 400 * time.Millisecond
+)
+
+// watchFor is how long w may sleep as the process's watcher: its next
+// backoff, if it is the watcher or becomes it now; else idlePoll.
+func (c *Crawler) watchFor(w *worker) time.Duration {
+	if w.watch == 0 {
+		if !c.watching.CompareAndSwap(false, true) {
+			return idlePoll
+		}
+		w.watch = watchFirst
+	}
+	d := w.watch
+	w.watch = min(2*w.watch, watchMax)
+	return d
+}
+
+// unwatch ends w's watch, if it was the process's watcher, and reports
+// whether it was and found, so that another idle worker takes over.
+func (c *Crawler) unwatch(w *worker, found bool) bool {
+	if w.watch == 0 {
+		return false
+	}
+	w.watch = 0
+	c.watching.Store(false)
+	return found
+}
 
 // idle waits d, or less if another worker rouses this one (see rouse): then
 // it returns the site the rousing worker was handed, whose shard has
