@@ -85,7 +85,14 @@ func (h *hub) register(id string) <-chan grant {
 // to answer, nor holds h.mu while it does. A message published before the
 // subscription was live is made up for by the nudge its confirmation
 // brings (handle).
+//
+// A Ring has no wake-ups: its PUBLISH reaches only the shard that ran the
+// release, and a subscriber's connection goes to the channel's shard; its
+// waiters poll.
 func (h *hub) listen() {
+	if _, ring := h.rdb.(*redis.Ring); ring {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ps != nil || h.isClosed() {

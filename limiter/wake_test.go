@@ -535,3 +535,31 @@ func (c breakSubscribe) Write(b []byte) (int, error) {
 	}
 	return c.Conn.Write(b)
 }
+
+// On a Ring, a waiter of another process is let in by its poll: the hub
+// does not subscribe (a Ring's PUBLISH reaches one shard; the subscription
+// may be on another), where it panicked (go-redis's Ring refuses a
+// subscription to no channel).
+func TestRingWaitersPoll(t *testing.T) {
+	ring := func() *redis.Ring {
+		r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": srv.Addr}})
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	ctx := ctxT(t)
+	opts := Options{Mode: ModeAtomic, Poll: 100 * time.Millisecond, NoRestartGuard: true}
+	a := newLimiter(t, ring(), opts)
+	opts.Prefix = a.opts.prefix()
+	b := newLimiter(t, ring(), opts)
+	p, err := a.Acquire(ctx, "ring.example", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waiter(ctx, b, "ring.example", 1)
+	rdb := newClient(t)
+	waitFor(t, "the waiter to queue", func() bool { _, o := members(t, rdb, a, "ring.example"); return len(o) == 2 })
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantWoken(t, got, "the Ring's waiter was not let in")
+}
