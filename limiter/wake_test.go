@@ -471,18 +471,7 @@ func TestListenWaitsForNoRedis(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // the loop's SUBSCRIBE meets the silence
 	px.Heal()
-	select {
-	case g := <-c:
-		if g.wait != time.Millisecond {
-			t.Fatalf("got %+v; want the subscription's nudge", g)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no nudge: the hub did not subscribe once Redis answered")
-	}
-	n, err := newClient(t).PubSubNumSub(ctxT(t), l.hub.ch).Result()
-	if err != nil || n[l.hub.ch] != 1 {
-		t.Fatalf("subscribers of the process's channel: %v, %v; want 1", n, err)
-	}
+	wantSubscribed(t, l, c, "once Redis answered")
 	l.hub.leave("waiter")
 }
 
@@ -504,16 +493,24 @@ func TestBrokenSubscribeIsSentAgain(t *testing.T) {
 	c := l.hub.register("waiter")
 	defer l.hub.leave("waiter")
 	l.hub.listen()
+	wantSubscribed(t, l, c, "after its first SUBSCRIBE broke")
+	if !broke.Load() {
+		t.Fatal("the first SUBSCRIBE did not break: the test tests nothing")
+	}
+}
+
+// wantSubscribed fails the test unless waiter c of l is nudged, as every
+// subscription of l's hub nudges its waiters, within 10 s (when, says why
+// the hub was to subscribe), and the process's channel has one subscriber.
+func wantSubscribed(t *testing.T, l *Limiter, c <-chan grant, when string) {
+	t.Helper()
 	select {
 	case g := <-c:
 		if g.wait != time.Millisecond {
 			t.Fatalf("got %+v; want the subscription's nudge", g)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("no nudge: the hub did not subscribe after its first SUBSCRIBE broke")
-	}
-	if !broke.Load() {
-		t.Fatal("the first SUBSCRIBE did not break: the test tests nothing")
+		t.Fatalf("no nudge: the hub did not subscribe %s", when)
 	}
 	n, err := newClient(t).PubSubNumSub(ctxT(t), l.hub.ch).Result()
 	if err != nil || n[l.hub.ch] != 1 {
