@@ -87,18 +87,36 @@ end
 -- (luafn), whose locals outlive a call, the last ones read are kept
 -- (strings compare by identity in Lua) and not unpacked again. The table
 -- is only ever read.
+-- forgive_px is the record's usual TTL (forgive) as SET's PX text, made
+-- once (a number argument costs Redis a "%.17g" format a call).
 local params_text, params
 local function adapt_params(s)
   if s ~= params_text then
     local f, ex, sh, w, wm, cd, d0, dm, b, bm, fg, bmem, a, r = nums(s, 14)
     params_text, params = s, {factor = f, excess = ex, share = sh, window = w, winmax = wm, cooldown = cd,
-      delay0 = d0, delaymax = dm, backoff = b, backoffmax = bm, forgive = fg, bestmem = bmem, alpha = a, run = r}
+      delay0 = d0, delaymax = dm, backoff = b, backoffmax = bm, forgive = fg, bestmem = bmem, alpha = a, run = r,
+      forgive_px = int_text(math.max(1, fg))}
   end
   return params
 end
 
+-- health_px is a record's TTL ms, as adapt returned it, as SET's PX text.
+local function health_px(ttl, P)
+  if ttl == P.forgive then
+    return P.forgive_px
+  end
+  return int_text(math.max(1, ttl))
+end
+
 -- Outcome classes (limiter.OutcomeClass).
 local C_OK, C_THROTTLED, C_RETRY, C_SERVER, C_TIMEOUT, C_CONN = 1, 2, 3, 4, 5, 6
+-- SLOT is the record's window count of each class.
+local SLOT = {9, 10, 10, 11, 12, 13}
+
+-- slow_vs is whether latency x is slow against the best recent one.
+local function slow_vs(x, best, P)
+  return x > P.factor * best and x - best > P.excess
+end
 
 -- adapt records one fetch's outcome (class cls, ttfb and ttlb ms, -1 when
 -- not measured) in health record h (nil: a new one) under the site's rule
@@ -114,16 +132,14 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
   if h[1] >= limit then
     h[1] = 0
   end
+  -- now and up: the server ms, read (clock) the first time one is needed.
   local now, up
-  local function tick()
-    if not now then
-      now, up = clock()
-    end
-    return now
-  end
   -- Forgiveness: a backoff level is dropped after `forgive` quiet ms.
-  if h[18] > 0 and tick() - h[20] >= P.forgive then
-    h[18] = 0
+  if h[18] > 0 then
+    now, up = clock()
+    if now - h[20] >= P.forgive then
+      h[18] = 0
+    end
   end
   -- Latency, from ordinary responses only (an error page is quick).
   local slow = false
@@ -133,26 +149,26 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
       h[4] = h[4] < 0 and ttlb or h[4] + P.alpha * (ttlb - h[4])
     end
     local fb, best = h[3], h[5]
-    local function over(x)
-      return x > P.factor * best and x - best > P.excess
-    end
     if best < 0 or fb < best then
       h[5], h[6], h[7] = fb, 0, 0
-    elseif over(ttfb) and (over(fb) or h[17] == 1) then
+    elseif slow_vs(ttfb, best, P) and (slow_vs(fb, best, P) or h[17] == 1) then
       -- Slow now and on average, or now just after an increase (a probe is
       -- judged on its own samples, so a failed one costs few slow fetches).
       -- Slow for bestmem ms on end: the site has got slower for good, and
       -- its best is re-based on what it is now.
       h[7] = h[7] + 1
+      if not now then
+        now, up = clock()
+      end
       if h[6] == 0 then
-        h[6] = tick()
-      elseif tick() - h[6] >= P.bestmem then
+        h[6] = now
+      elseif now - h[6] >= P.bestmem then
         h[5], h[6], h[7] = fb, 0, 0
       end
       slow = h[7] >= P.run
     else
       h[7] = 0
-      if not over(fb) then
+      if not slow_vs(fb, best, P) then
         h[6] = 0
       end
     end
@@ -162,14 +178,17 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
     h[8], h[9], h[10], h[11], h[12], h[13] = 0, 0, 0, 0, 0, 0
   end
   h[8] = h[8] + 1
-  local slot = ({9, 10, 10, 11, 12, 13})[cls]
+  local slot = SLOT[cls]
   h[slot] = h[slot] + 1
   local errs = h[10] + h[11] + h[12] + h[13]
   local trouble = slow or cls == C_THROTTLED or (cls ~= C_OK and errs > P.share * P.window)
   -- A headerless 429/503: hold the fleet off, twice as long as last time,
   -- unless the backoff it belongs to is still on (the same burst).
   if cls == C_THROTTLED then
-    if tick() >= h[19] then
+    if not now then
+      now, up = clock()
+    end
+    if now >= h[19] then
       h[18] = h[18] + 1
       local d = math.min(P.backoff * 2 ^ (h[18] - 1), P.backoffmax)
       d = math.max(1, math.floor(d * (1 + 0.1 * jit)))
@@ -226,7 +245,10 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
   -- The record lives `forgive` past this write, or past its backoff's end.
   local ttl = P.forgive
   if h[18] > 0 then
-    ttl = math.max(0, h[19] - tick()) + P.forgive
+    if not now then
+      now, up = clock()
+    end
+    ttl = math.max(0, h[19] - now) + P.forgive
   end
   return h, ev, ttl
 end

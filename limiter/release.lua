@@ -70,7 +70,7 @@ if adaptive == 1 then
     end
     local h, ttl
     h, ev, ttl = adapt(health_parse(raw), limit, cls, ttfb, ttlb, jit, P, clock)
-    redis.call('SET', KEYS[7], health_format(h), 'PX', math.max(1, ttl))
+    redis.call('SET', KEYS[7], health_format(h), 'PX', health_px(ttl, P))
     if ev >= 4 then
       -- A new backoff: nobody starts before its end (never shortening a
       -- longer hold-off already there).
