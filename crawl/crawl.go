@@ -93,9 +93,11 @@ type Crawler struct {
 	// the site sent, that another site of its shard is ready too
 	// (frontier.Item.More).
 	wake chan string
-	// watching is set while one idle worker is the process's watcher
+	// watching is set while one idle worker is the process's watcher, and
+	// handOff rouses an idle worker for a watcher that found an item
 	// (watchFirst).
 	watching atomic.Bool
+	handOff  chan struct{}
 	// done is closed when a worker has learnt that the crawl is done for the
 	// whole fleet (frontier.ErrDone): the process's other workers need not
 	// each ask again.
@@ -140,7 +142,7 @@ func New(fr *frontier.Frontier, lim *limiter.Limiter, rob *robots.Cache, o Optio
 		o.Net, _ = NewNet(lim, &NetOptions{Cap: o.Cap}) // no pins, no address cap: cannot fail
 	}
 	fo := fr.Options()
-	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, net: o.Net, wake: make(chan string, 1), done: make(chan struct{}),
+	c := &Crawler{fr: fr, lim: lim, rob: rob, o: o, net: o.Net, wake: make(chan string, 1), handOff: make(chan struct{}, 1), done: make(chan struct{}),
 		crawl: fo.Crawl, maxAttempts: fo.MaxAttempts}
 	c.tr = &fetch.Transport{Base: o.Net.rt, Limiter: lim, Robots: rob, Cap: o.Cap, Observer: o.Observer, SiteKey: o.SiteKey, Log: o.Log}
 	if o.Out != nil {

@@ -19,15 +19,16 @@ import (
 // crawl's only URL joins in as soon as that page's links are queued: its
 // watcher asks again within a fraction of a second, where its workers used
 // to sleep out their idle poll (a second and more). Process A (one worker)
-// fetches the seed, a page of 300 ms; process B (two workers) starts near
-// its end, finds nothing ready and idles; the seed's eight links then wait
-// for B, A being busy with one of them.
+// fetches the seed, which the site answers once process B (two workers)
+// has started, found nothing ready and idled for 150 ms; the seed's eight
+// links then wait for B, A being busy with one of them.
 func TestIdleProcessSeesOtherProcessesURLs(t *testing.T) {
 	const pageTime = 300 * time.Millisecond
 	var mu sync.Mutex
 	var seedDone time.Time
 	var firstB time.Time
-	seedStarted := make(chan struct{})
+	seedStarted, answer := make(chan struct{}), make(chan struct{})
+	var seedOnce sync.Once
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/robots.txt" {
 			http.NotFound(w, r)
@@ -39,9 +40,11 @@ func TestIdleProcessSeesOtherProcessesURLs(t *testing.T) {
 		}
 		mu.Unlock()
 		if r.URL.Path == "/" {
-			close(seedStarted) // fetched once
+			seedOnce.Do(func() { close(seedStarted) })
+			<-answer
+		} else {
+			time.Sleep(pageTime)
 		}
-		time.Sleep(pageTime)
 		w.Header().Set("Content-Type", "text/html")
 		if r.URL.Path == "/" {
 			for i := range 8 {
@@ -80,9 +83,10 @@ func TestIdleProcessSeesOtherProcessesURLs(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("A did not fetch the seed")
 	}
-	time.Sleep(pageTime - 100*time.Millisecond)
 	b, bDone := start(2, "bbot/1.0")
 	go func() { bDone <- b.Run(ctx) }()
+	time.Sleep(150 * time.Millisecond) // B looks, finds nothing, idles
+	close(answer)
 	for _, done := range []chan error{aDone, bDone} {
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -93,8 +97,9 @@ func TestIdleProcessSeesOtherProcessesURLs(t *testing.T) {
 	if firstB.IsZero() {
 		t.Fatal("B fetched nothing")
 	}
-	// Before watchers: 0.8 s and more (B's workers' idle poll, 1 to 1.25 s
-	// from their first look); with them about 0.1 s.
+	// Before watchers: 0.85 s and more (B's workers' idle poll, 1 to 1.25 s
+	// from their first look); with them 0.25 s at most (the watcher's
+	// third look, 350 ms after its first, and a quarter's jitter).
 	d := firstB.Sub(seedDone)
 	t.Logf("B's first request %v after the seed's links were queued", d)
 	if d > 600*time.Millisecond {

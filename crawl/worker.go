@@ -20,6 +20,7 @@ type worker struct {
 	fetching context.Context
 	stays    int           // turns in a row that asked to stay on their site
 	watch    time.Duration // while the process's watcher (see watchFirst): its next wait
+	handed   bool          // roused by a hand-over (see watchFirst)
 }
 
 // maxStays is how many turns in a row a worker asks to stay on its site
@@ -80,19 +81,27 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 			case c.maps.running.Load() > 0:
 				wait = 100 * time.Millisecond // sitemaps being read may queue URLs any moment
 			}
+			if empty == nil {
+				c.unwatch(w, false) // done for now: nothing to watch for
+			}
 			var over bool
-			if near, over = c.idle(ctx, wait+rand.N(wait/4+1)); over {
+			if near, w.handed, over = c.idle(ctx, wait+rand.N(wait/4+1)); over {
 				return nil
 			}
 			continue
 		case err != nil:
+			c.unwatch(w, false) // another idle worker may watch meanwhile
 			idle = min(idle+1, 6)
 			c.o.Log.Warn("frontier unavailable; retrying", "worker", n, "err", err, "backoff", time.Duration(1<<idle)*100*time.Millisecond)
 			sleep(ctx, time.Duration(1<<idle)*100*time.Millisecond)
 			continue
 		}
 		idle = 0
-		if handOver := c.unwatch(w, true); it.More || handOver {
+		if c.unwatch(w, true) || w.handed {
+			c.handOver()
+		}
+		w.handed = false
+		if it.More {
 			c.rouse(it.Site)
 		}
 		taken = c.turn(ctx, w, it, spare)
@@ -107,15 +116,20 @@ const idlePoll = time.Second
 // An idle worker sleeps up to idlePoll, but URLs that other processes queue
 // on sites with free slots are seen sooner: one idle worker of the process,
 // its watcher, asks the frontier again after watchFirst, then twice as long
-// each time it finds nothing, up to watchMax. When it finds an item it
-// stops watching and rouses another idle worker (rouse), who becomes the
-// watcher if it finds nothing, or takes the next item and rouses another:
-// so a process whose workers all sleep (started after the others took every
-// ready site, or left with nothing when a burst ended) joins in a few polls
-// rather than at its workers' next idlePoll. It costs a process at most one
-// poll every watchFirst, and one every watchMax while nothing comes. Only
-// while the frontier has work queued or in flight (EmptyError), not once
-// the crawl is done.
+// each time it finds nothing, up to watchMax (whatever EmptyError.Wait
+// says: that is when this shard's known sites may be ready, not when
+// another process may queue URLs). When it finds an item it stops watching
+// and hands over (handOver): it rouses another idle worker, which, if it
+// finds an item too, hands over in turn, and if it finds nothing becomes
+// the watcher. So a process whose workers all sleep (started after the
+// others took every ready site, or left with nothing when a burst ended)
+// joins in one poll a worker, whatever shards the new URLs are in; the
+// chain ends at the first worker that finds nothing. It costs a process one
+// poll every watchFirst at most while the watch is fresh, one every
+// watchMax while nothing comes, and one more per hand-over. Only while the
+// frontier has work queued or in flight (EmptyError): a watcher told that
+// the crawl is done for now (ErrDone) or that the frontier fails stops
+// watching.
 const (
 	watchFirst = 50 * time.Millisecond
 	watchMax   = 400 * time.Millisecond
@@ -136,7 +150,7 @@ func (c *Crawler) watchFor(w *worker) time.Duration {
 }
 
 // unwatch ends w's watch, if it was the process's watcher, and reports
-// whether it was and found, so that another idle worker takes over.
+// whether it was and found, so that it hands over (handOver).
 func (c *Crawler) unwatch(w *worker, found bool) bool {
 	if w.watch == 0 {
 		return false
@@ -148,18 +162,30 @@ func (c *Crawler) unwatch(w *worker, found bool) bool {
 
 // idle waits d, or less if another worker rouses this one (see rouse): then
 // it returns the site the rousing worker was handed, whose shard has
-// another site ready. It reports over when the crawl is done (see done).
-func (c *Crawler) idle(ctx context.Context, d time.Duration) (near string, over bool) {
+// another site ready; or if a worker hands over to it (handOver), handed.
+// It reports over when the crawl is done (see done).
+func (c *Crawler) idle(ctx context.Context, d time.Duration) (near string, handed, over bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C:
 	case near = <-c.wake:
+	case <-c.handOff:
+		return "", true, false
 	case <-c.done:
-		return "", true
+		return "", false, true
 	}
-	return near, false
+	return near, false, false
+}
+
+// handOver rouses one idle worker, if any, for a watcher that found an item
+// or a worker it handed over to that found one too (see watchFirst).
+func (c *Crawler) handOver() {
+	select {
+	case c.handOff <- struct{}{}:
+	default:
+	}
 }
 
 // rouse wakes one idle worker, if any, to take a ready site's item at once
