@@ -11,7 +11,8 @@ import (
 
 // newLogger is a command's logger: cfg's --log-level and --log-format
 // (auto: text when tty, JSON otherwise), durations as "1.5s". go-redis's
-// own lines go to it too, at warn level with component=redis. cfg has
+// own lines go to it too, at warn level with component=redis (a failed
+// dial at debug: logging.RouteRedis). cfg has
 // been validated, so the settings parse.
 func newLogger(cfg *config.Config, w io.Writer, tty bool) *slog.Logger {
 	log, err := logging.New(w, cfg.LogLevel, cfg.LogFormat, tty)

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/polite-crawler/polite/internal/logging"
 	"github.com/polite-crawler/polite/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // Durations are written as "1.5s" in both formats, nested in groups too.
@@ -90,5 +92,35 @@ func TestRouteRedis(t *testing.T) {
 	}
 	if msg, _ := rec["msg"].(string); rec["level"] != "WARN" || rec["component"] != "redis" || !strings.Contains(msg, "truncating to 1ms") {
 		t.Fatalf("record %v", rec)
+	}
+}
+
+// A connection go-redis cannot make is logged at debug level only: the
+// command that needed it fails and its caller says so at warn level (the
+// first failed try to reach Redis was said twice).
+func TestRouteRedisDialFailureIsDebug(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	for _, level := range []string{"info", "debug"} {
+		var b bytes.Buffer
+		log, _ := logging.New(&b, level, logging.FormatJSON, false)
+		logging.RouteRedis(log)
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		err := rdb.Ping(context.Background()).Err()
+		rdb.Close()
+		if err == nil {
+			t.Fatalf("PING to %s (closed) succeeded", addr)
+		}
+		got := b.String()
+		switch {
+		case level == "info" && got != "":
+			t.Errorf("at info level, a failed dial logged %q; want nothing", got)
+		case level == "debug" && (!strings.Contains(got, `"level":"DEBUG"`) || !strings.Contains(got, "failed to dial") || !strings.Contains(got, `"component":"redis"`)):
+			t.Errorf("at debug level, a failed dial logged %q; want it at DEBUG with component=redis", got)
+		}
 	}
 }
