@@ -76,8 +76,12 @@ func TestSkewedClocksAndAKilledWorker(t *testing.T) {
 	t.Logf("killed the worker an hour fast while it filled site %d (%s, cap %d): the next request came %s later (lease %s)",
 		site, st.Rules, st.Cap, back.Round(time.Millisecond), lease)
 	// The slot is free in Redis within one lease; a waiting worker hears of
-	// it at once, one busy elsewhere within fullSiteRecheck (250 ms).
-	if back > lease+500*time.Millisecond {
+	// it at once, one busy elsewhere within fullSiteRecheck (250 ms). Here
+	// 1.2-1.3 s; 1.75 s once in CI, with other packages' tests on both
+	// cores. A clock taken from the killed worker (an hour fast) would keep
+	// the slots an hour (or free them at once: over cap, which checkPolite
+	// counts); its items' visibility (6 s) would free them later.
+	if back > lease+time.Second {
 		t.Errorf("the killed worker's slots came back after %s; want within the lease (%s) and the others' reaction", back, lease)
 	}
 
