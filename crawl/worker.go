@@ -37,7 +37,7 @@ const maxStays = 16
 // requests run under fetching (see Run).
 func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 	w := &worker{n: n, fetching: fetching}
-	defer c.unwatch(w, false)
+	defer c.unwatch(w)
 	w.col = fetch.NewCollector(c.tr, fetch.CollectorOptions{UserAgent: c.o.UserAgent, MaxBodySize: c.o.MaxBodySize, Timeout: c.o.Timeout, Context: fetching})
 	c.listen(w)
 	idle := 0
@@ -82,7 +82,7 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 				wait = 100 * time.Millisecond // sitemaps being read may queue URLs any moment
 			}
 			if empty == nil {
-				c.unwatch(w, false) // done for now: nothing to watch for
+				c.unwatch(w) // done for now: nothing to watch for
 			}
 			var over bool
 			if near, w.handed, over = c.idle(ctx, wait+rand.N(wait/4+1)); over {
@@ -90,14 +90,14 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 			}
 			continue
 		case err != nil:
-			c.unwatch(w, false) // another idle worker may watch meanwhile
+			c.unwatch(w) // another idle worker may watch meanwhile
 			idle = min(idle+1, 6)
 			c.o.Log.Warn("frontier unavailable; retrying", "worker", n, "err", err, "backoff", time.Duration(1<<idle)*100*time.Millisecond)
 			sleep(ctx, time.Duration(1<<idle)*100*time.Millisecond)
 			continue
 		}
 		idle = 0
-		if c.unwatch(w, true) || w.handed {
+		if c.unwatch(w) || w.handed { // found an item: hand over
 			c.handOver()
 		}
 		w.handed = false
@@ -150,14 +150,14 @@ func (c *Crawler) watchFor(w *worker) time.Duration {
 }
 
 // unwatch ends w's watch, if it was the process's watcher, and reports
-// whether it was and found, so that it hands over (handOver).
-func (c *Crawler) unwatch(w *worker, found bool) bool {
+// whether it was (one that found an item hands over: handOver).
+func (c *Crawler) unwatch(w *worker) bool {
 	if w.watch == 0 {
 		return false
 	}
 	w.watch = 0
 	c.watching.Store(false)
-	return found
+	return true
 }
 
 // idle waits d, or less if another worker rouses this one (see rouse): then
