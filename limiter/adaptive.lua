@@ -121,7 +121,8 @@ end
 -- adapt records one fetch's outcome (class cls, ttfb and ttlb ms, -1 when
 -- not measured) in health record h (nil: a new one) under the site's rule
 -- limit, and runs the controller. clock() returns the server ms (down,
--- up), read only when needed. jit in [-1, 1] spreads the backoff +-10 %.
+-- up), the same on every call (release.lua's reads TIME once), called
+-- only when needed. jit in [-1, 1] spreads the backoff +-10 %.
 -- Returns the record and what changed: bit 1 a decrease (cap or delay),
 -- bit 2 an increase, bit 4 a new backoff.
 local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
@@ -132,7 +133,7 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
   if h[1] >= limit then
     h[1] = 0
   end
-  -- now and up: the server ms, read (clock) the first time one is needed.
+  -- now and up: the server ms, read (clock) where one is needed.
   local now, up
   -- Forgiveness: a backoff level is dropped after `forgive` quiet ms.
   if h[18] > 0 then
@@ -157,9 +158,7 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
       -- Slow for bestmem ms on end: the site has got slower for good, and
       -- its best is re-based on what it is now.
       h[7] = h[7] + 1
-      if not now then
-        now, up = clock()
-      end
+      now, up = clock()
       if h[6] == 0 then
         h[6] = now
       elseif now - h[6] >= P.bestmem then
@@ -185,9 +184,7 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
   -- A headerless 429/503: hold the fleet off, twice as long as last time,
   -- unless the backoff it belongs to is still on (the same burst).
   if cls == C_THROTTLED then
-    if not now then
-      now, up = clock()
-    end
+    now, up = clock()
     if now >= h[19] then
       h[18] = h[18] + 1
       local d = math.min(P.backoff * 2 ^ (h[18] - 1), P.backoffmax)
@@ -245,9 +242,7 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
   -- The record lives `forgive` past this write, or past its backoff's end.
   local ttl = P.forgive
   if h[18] > 0 then
-    if not now then
-      now, up = clock()
-    end
+    now, up = clock()
     ttl = math.max(0, h[19] - now) + P.forgive
   end
   return h, ev, ttl

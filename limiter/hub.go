@@ -133,10 +133,8 @@ func (h *hub) loop(ps *redis.PubSub, end chan struct{}) {
 		if err == nil {
 			break
 		}
-		select {
-		case <-h.done:
+		if !h.rest() {
 			return
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	for {
@@ -154,11 +152,20 @@ func (h *hub) loop(ps *redis.PubSub, end chan struct{}) {
 			h.handle(msg)
 			continue
 		}
-		select {
-		case <-h.done:
+		if !h.rest() {
 			return
-		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// rest waits 100 ms before the loop tries Redis again, so that a dead Redis
+// does not make it spin; false if the hub closes meanwhile.
+func (h *hub) rest() bool {
+	select {
+	case <-h.done:
+		return false
+	case <-time.After(100 * time.Millisecond):
+		return true
 	}
 }
 
