@@ -86,6 +86,20 @@ local function nums(s, n, at)
   return packer().unpack(f, s, at or 1)
 end
 
+-- packed is its numbers as one string of little-endian doubles (nums's
+-- format; Go reads it with luanums.Ints): a script's reply of one string,
+-- where each number of a table reply costs Redis 7.0 some 880
+-- instructions (measured under callgrind).
+local function packed(...)
+  local n = select('#', ...)
+  local f = nums_fmt[n]
+  if not f then
+    f = '<' .. string.rep('d', n)
+    nums_fmt[n] = f
+  end
+  return packer().pack(f, ...)
+end
+
 -- int_text is x, a whole number within +-2^53, as text for a command:
 -- string.format's '%d' costs about half the "%.17g" that Redis 7.0
 -- applies to a number argument (some 1,600 instructions saved for a time

@@ -117,3 +117,43 @@ end)`
 		t.Fatalf("packer is Redis's struct: %q, %v", got, err)
 	}
 }
+
+// TestPackedReadsAsInts: numbers a script returns with packed, by Redis's
+// struct library and by the stand-in, read back by Ints as Redis would
+// have made them integers (truncated toward zero); a torn reply is an
+// error, not numbers.
+func TestPackedReadsAsInts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rdb := srv.Client()
+	defer rdb.Close()
+	const reply = `
+if ARGV[2] == '1' then packer_lib = struct_standin() end
+local v = {nums(ARGV[1], tonumber(ARGV[3]))}
+v[#v] = nil -- the position after them
+return packed(unpack(v))`
+	for _, standin := range []string{"0", "1"} {
+		got, err := rdb.Eval(ctx, luanums.Lua+reply, nil, luanums.Pack(values...), standin, len(values)).Text()
+		if err != nil {
+			t.Fatalf("standin %s: %v", standin, err)
+		}
+		ints, err := luanums.Ints(got)
+		if err != nil {
+			t.Fatalf("standin %s: %v", standin, err)
+		}
+		if len(ints) != len(values) {
+			t.Fatalf("standin %s: %d numbers, want %d", standin, len(ints), len(values))
+		}
+		for i, v := range values {
+			if want := int64(v); ints[i] != want {
+				t.Errorf("standin %s: number %d = %d, want %d (%v)", standin, i+1, ints[i], want, v)
+			}
+		}
+	}
+	if _, err := luanums.Ints(luanums.Pack(1, 2)[:12]); err == nil {
+		t.Error("12 bytes read as numbers")
+	}
+	if _, err := luanums.Ints(luanums.Pack(math.Inf(1))); err == nil {
+		t.Error("+Inf read as a whole number")
+	}
+}
