@@ -1,16 +1,16 @@
 -- acquire.lua: ModeAtomic's whole acquire in one round trip.
 -- KEYS: see common.lua.
 -- ARGV[1] entry id   ARGV[2] the numbers below, packed (luanums)
--- ARGV[3] contributor ('' = none: no ceiling, no extra command)
+-- ARGV[3] contributor (none, or '': no ceiling, no extra command)
 -- The numbers: limit, lease ms, key TTL ms, join (1 = join the line when
 -- not granted, 0 = leave), the age in ms the node needs before it may grant
 -- (young.lua), the rule's delay ms, how long a contributor's rule counts
 -- (ms), adaptive (1 = adaptive politeness: the site's health record,
--- KEYS[7], read in the same MGET, tightens the limit and delay: adaptive.lua)
+-- KEYS[6], read in the same MGET, tightens the limit and delay: adaptive.lua)
 -- With a contributor, its rule (limit, delay) is recorded and the site's
 -- ceiling applied (ceiling.lua) before anything else.
--- Returns {state, server ms, rank, wait ms, limit, delay ms, cap, extra
--- delay ms}: the rule applied (the ceiling's, not the health's) and the
+-- Returns, packed (luanums), state, server ms, rank, wait ms and, but for
+-- contended, limit, delay ms, cap, extra delay ms: the rule applied (the ceiling's, not the health's) and the
 -- health's effective cap (0: not reduced) and extra delay, which tighten it; state 1 granted, 2 queued, 3 busy,
 -- 4 contended (ModeLocked holds the site lock: retry after wait ms), 6 young
 -- (the node may have lost permits in a restart: nothing written, retry after
@@ -20,14 +20,14 @@ local limit, lease, ttl, join, need, delay, rulems, adaptive = nums(ARGV[2], 8)
 local now, tm = now_ms()
 local got
 if adaptive == 1 then
-  got = redis.call('MGET', KEYS[4], KEYS[5], KEYS[7]) -- the site lock, the next-request mark, the health
+  got = redis.call('MGET', KEYS[4], KEYS[5], KEYS[6]) -- the site lock, the next-request mark, the health
 else
   got = redis.call('MGET', KEYS[4], KEYS[5]) -- the site lock, the next-request mark
 end
 if got[1] then
-  return {4, now, -1, math.max(1, redis.call('PTTL', KEYS[4]))}
+  return packed(4, now, -1, math.max(1, redis.call('PTTL', KEYS[4])))
 end
-if ARGV[3] ~= '' then
+if ARGV[3] and ARGV[3] ~= '' then
   limit, delay, ttl = apply_ceiling(now, rulems, {{ARGV[3], limit, delay}}, true, limit, delay, ttl)
 end
 -- The rule (limit, delay) is returned as asked (and ceiled); the health's
@@ -45,7 +45,7 @@ if free or join == 1 then
     local young = node_young(need)
     if young > 0 then
       redis.call('DEL', KEYS[3])
-      return {6, now, -1, young, limit, delay, hcap, hdelay}
+      return packed(6, now, -1, young, limit, delay, hcap, hdelay)
     end
   end
   redis.call('ZADD', KEYS[1], ms_text(tm), id)
@@ -54,6 +54,6 @@ if free or join == 1 then
   oldest = oldest or now
 end
 if free then
-  return {1, now, rank, 0, limit, delay, hcap, hdelay}
+  return packed(1, now, rank, 0, limit, delay, hcap, hdelay)
 end
-return {join == 1 and 2 or 3, now, rank, wait_hint(now, lease, rank, elimit, nxt, oldest), limit, delay, hcap, hdelay}
+return packed(join == 1 and 2 or 3, now, rank, wait_hint(now, lease, rank, elimit, nxt, oldest), limit, delay, hcap, hdelay)

@@ -1,7 +1,7 @@
 -- adaptive.lua: the site's health and its controller, prepended to the
 -- scripts (not run on its own). Used only when adaptive politeness is on.
 --
---   KEYS[7] health  STRING  the site's health record: a version byte (2)
+--   KEYS[6] health  STRING  the site's health record: a version byte (2)
 --                           and 20 little-endian doubles (struct.pack
 --                           HEALTH_PACK; a STRING, not a HASH, so acquire
 --                           reads it in the MGET it already makes, and
@@ -77,12 +77,13 @@ local function health_format(h)
   return packer().pack(HEALTH_PACK, HEALTH_VERSION, unpack(h, 1, 20))
 end
 
--- The controller's parameters, release.lua's ARGV[4], in this order:
+-- The controller's parameters, the head of release.lua's ARGV[3], in this order:
 -- slowdown factor, minimum excess ms, error share, window, window max,
 -- cool-down, first delay ms, delay max ms, first backoff ms, backoff max ms,
 -- forgive ms, best memory ms, smoothing (EWMA weight of a new sample),
 -- slow samples in a row that count as trouble: 14 little-endian doubles
--- (Adaptive.params), unpacked by one C call.
+-- (Adaptive.params), unpacked by one C call; the wake-up channels' base
+-- follows them (tail_base).
 -- A process passes the same parameters on every call: run as a library
 -- (luafn), whose locals outlive a call, the last ones read are kept
 -- (strings compare by identity in Lua) and not unpacked again. The table
@@ -98,6 +99,19 @@ local function adapt_params(s)
       forgive_px = int_text(math.max(1, fg))}
   end
   return params
+end
+
+-- tail_base is the wake-up channels' base in release.lua's ARGV[3] s: past
+-- the parameters with adaptive politeness (adaptive 1), the whole of s
+-- without. Kept, as the parameters are, for the next call with the same s.
+local PARAMS_LEN = 14 * 8
+local base_of, base_on, base_text
+local function tail_base(s, adaptive)
+  if s ~= base_of or adaptive ~= base_on then
+    base_of, base_on = s, adaptive
+    base_text = adaptive == 1 and string.sub(s, PARAMS_LEN + 1) or s
+  end
+  return base_text
 end
 
 -- health_px is a record's TTL ms, as adapt returned it, as SET's PX text.

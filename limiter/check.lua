@@ -7,8 +7,8 @@
 -- only), the rule's delay ms, how long a contributor's rule counts (ms),
 -- adaptive (1 = adaptive politeness: the site's health record tightens the
 -- limit and delay, adaptive.lua)
--- Returns {state, server ms, rank, wait ms, limit, delay ms, cap, extra
--- delay ms}: the rule applied (the ceiling's) and the health's effective
+-- Returns, packed (luanums), state, server ms, rank, wait ms, limit, delay
+-- ms, cap, extra delay ms: the rule applied (the ceiling's) and the health's effective
 -- cap (0: not reduced) and extra delay, which tighten it; state 1 granted, 2 queued,
 -- 5 lost (the entry's lease had run out, or it was released).
 local id = ARGV[1]
@@ -21,13 +21,13 @@ local oldest, _, new = prune(now, lease, ttl)
 local rank = redis.call('ZRANK', KEYS[2], id)
 if not rank then
   redis.call('ZREM', KEYS[1], id)
-  return {5, now, -1, 0, limit, delay, 0, 0}
+  return packed(5, now, -1, 0, limit, delay, 0, 0)
 end
 redis.call('ZADD', KEYS[1], 'XX', ms_text(tm), id)
 touch(ttl, lease, new)
 local nxt, elimit, hcap, hdelay
 if adaptive == 1 then
-  local got = redis.call('MGET', KEYS[5], KEYS[7])
+  local got = redis.call('MGET', KEYS[5], KEYS[6])
   nxt = tonumber(got[1] or '0')
   hcap, hdelay = health_head(got[2])
   elimit = tighten(hcap, hdelay, limit, 0)
@@ -35,6 +35,6 @@ else
   nxt, elimit, hcap, hdelay = next_at(), limit, 0, 0
 end
 if rank < elimit and now >= nxt then
-  return {1, now, rank, 0, limit, delay, hcap, hdelay}
+  return packed(1, now, rank, 0, limit, delay, hcap, hdelay)
 end
-return {2, now, rank, wait_hint(now, lease, rank, elimit, nxt, oldest), limit, delay, hcap, hdelay}
+return packed(2, now, rank, wait_hint(now, lease, rank, elimit, nxt, oldest), limit, delay, hcap, hdelay)

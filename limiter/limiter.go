@@ -39,6 +39,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/polite-crawler/polite/internal/keyname"
@@ -89,9 +90,12 @@ type Limiter struct {
 	gates gates // ModeLocked's per-site queues of this process
 	err   error // Options out of range: every call returns it
 
-	adaptive bool   // adaptive politeness is on
-	params   string // the controller's parameters, as release.lua takes them
-	views    views  // the sites this process last saw reduced (AdaptStats)
+	adaptive bool // adaptive politeness is on
+	// tail is release.lua's ARGV[3]: with adaptive politeness the
+	// controller's parameters (Adaptive.params), then the wake-up
+	// channels' base (hub.base); one string, the same on every call.
+	tail  string
+	views views // the sites this process last saw reduced (AdaptStats)
 }
 
 // New returns a Limiter on rdb (a single node, Sentinel or Cluster client).
@@ -109,8 +113,9 @@ func New(rdb redis.UniversalClient, opts *Options) *Limiter {
 	}
 	l := &Limiter{rdb: rdb, fn: lib.On(rdb), opts: opts, hub: newHub(rdb, opts.prefix()), err: opts.check()}
 	if a := opts.adaptive(); a.on() {
-		l.adaptive, l.params = true, a.params()
+		l.adaptive, l.tail = true, a.params()
 	}
+	l.tail += l.hub.base
 	return l
 }
 
@@ -266,7 +271,7 @@ func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue
 
 func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule, queue bool) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := acquireScript.Run(ctx, l.fn, k.all(), l.acquireArgs(id, rule, queue)...).Int64Slice()
+	v, err := scriptInts(acquireScript.Run(ctx, l.fn, l.ruleKeys(k, rule), l.acquireArgs(id, rule, queue)...).Text())
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
 	}
@@ -276,16 +281,20 @@ func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule,
 // acquireArgs are acquire.lua's ARGV for id under rule; with queue it
 // joins the line when no permit is free.
 func (l *Limiter) acquireArgs(id string, rule Rule, queue bool) []any {
-	return []any{id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)), bit(queue),
+	args := []any{id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)), bit(queue),
 		float64(l.opts.restartGuard(rule)), msn(rule.Delay), msn(l.opts.ruleMemory()), bit(l.adaptive)), rule.From}
+	if rule.From == "" {
+		args = args[:2] // no contributor: a string less for Redis to make
+	}
+	return args
 }
 
 // check heartbeats id and reports its state (stGranted, stQueued or stLost)
 // under rule, tightened by the site's ceiling when rule.From is set.
 func (l *Limiter) check(ctx context.Context, k keys, id string, rule Rule) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := checkScript.Run(ctx, l.fn, k.all(), id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)),
-		ceiled(rule), msn(rule.Delay), msn(l.opts.ruleMemory()), bit(l.adaptive))).Int64Slice()
+	v, err := scriptInts(checkScript.Run(ctx, l.fn, l.ruleKeys(k, rule), id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)),
+		ceiled(rule), msn(rule.Delay), msn(l.opts.ruleMemory()), bit(l.adaptive))).Text())
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: check %s: %w", k.site, err)
 	}
@@ -304,24 +313,27 @@ func ceiled(rule Rule) float64 {
 // removal lets in are told over pub/sub; those in this process are also told
 // here at once, which saves them the trip through Redis.
 func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held bool, out Outcome) (bool, error) {
-	v, err := releaseScript.Run(ctx, l.fn, k.all(), l.leaveArgs(k, id, rule, held, out)...).Slice()
+	ks, args := l.leaveArgs(k, id, rule, held, out)
+	v, err := releaseScript.Run(ctx, l.fn, ks, args...).Text()
 	return l.left(k, rule, v, err)
 }
 
-// leaveArgs are release.lua's ARGV for removing id.
-func (l *Limiter) leaveArgs(k keys, id string, rule Rule, held bool, out Outcome) []any {
+// leaveArgs are release.lua's KEYS and ARGV for removing id.
+func (l *Limiter) leaveArgs(k keys, id string, rule Rule, held bool, out Outcome) ([]string, []any) {
 	return l.releaseArgs(k, id, rule, held, out, nil)
 }
 
-// keepArgs are release.lua's ARGV for keeping id's slot under next (see
-// Permit.KeepOn), or removing it under rule when it cannot be kept.
-func (l *Limiter) keepArgs(k keys, id string, rule, next Rule, out Outcome) []any {
+// keepArgs are release.lua's KEYS and ARGV for keeping id's slot under
+// next (see Permit.KeepOn), or removing it under rule when it cannot be
+// kept.
+func (l *Limiter) keepArgs(k keys, id string, rule, next Rule, out Outcome) ([]string, []any) {
 	return l.releaseArgs(k, id, rule, true, out, &next)
 }
 
-// releaseArgs are release.lua's ARGV: keeping the slot under next, unless
-// next is nil.
-func (l *Limiter) releaseArgs(k keys, id string, rule Rule, held bool, out Outcome, next *Rule) []any {
+// releaseArgs are release.lua's KEYS and ARGV: keeping the slot under
+// next, unless next is nil. The kept rule's contributor goes only when
+// there is one (a string less for Redis to make).
+func (l *Limiter) releaseArgs(k keys, id string, rule Rule, held bool, out Outcome, next *Rule) ([]string, []any) {
 	a := l.adaptNums(out)
 	var keep [4]float64
 	from := ""
@@ -329,43 +341,63 @@ func (l *Limiter) releaseArgs(k keys, id string, rule Rule, held bool, out Outco
 		keep = [4]float64{1, float64(next.Limit), msn(next.Delay), msn(l.keyTTL(*next))}
 		from = next.From
 	}
-	return []any{id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(rule.Delay), bit(held), msn(l.keyTTL(rule)),
+	args := []any{id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(rule.Delay), bit(held), msn(l.keyTTL(rule)),
 		ceiled(rule), msn(l.opts.ruleMemory()), a[0], a[1], a[2], a[3], a[4], keep[0], keep[1], keep[2], keep[3]),
-		l.hub.base, l.params, from}
+		l.tail, from}
+	if from == "" {
+		args = args[:3]
+	}
+	return k.list(l.adaptive, rule.From != "" || from != ""), args
+}
+
+// ruleKeys are the KEYS of acquire.lua and check.lua for rule: the rules
+// only with a contributor (the ceiling), the health with adaptive
+// politeness.
+func (l *Limiter) ruleKeys(k keys, rule Rule) []string {
+	return k.list(l.adaptive, rule.From != "")
 }
 
 // left reads release.lua's reply (v, err) for an entry under rule, notes
 // what the controller did (AdaptStats), wakes the local waiters it names
 // (under the limit the script applied) and reports whether the entry was
 // still there.
-func (l *Limiter) left(k keys, rule Rule, v []any, err error) (bool, error) {
-	const head = 12 // the values before the ids
+func (l *Limiter) left(k keys, rule Rule, v string, err error) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("limiter: release %s: %w", k.site, err)
 	}
-	if len(v) < head {
-		return false, fmt.Errorf("limiter: release %s: script returned %d values", k.site, len(v))
+	n, ids, err := releaseReply(v)
+	if err != nil {
+		return false, fmt.Errorf("limiter: release %s: %w", k.site, err)
 	}
-	removed, _ := v[0].(int64)
 	if l.adaptive {
-		ev, _ := v[3].(int64)
-		hcap, _ := v[4].(int64)
-		hdelay, _ := v[5].(int64)
-		hoff, _ := v[6].(int64)
-		l.views.note(k.site, int64(rule.Limit), ev, hcap, hdelay, hoff, l.opts.now()())
+		l.views.note(k.site, int64(rule.Limit), n[3], n[4], n[5], n[6], l.opts.now()())
 	}
-	if len(v) > head {
-		wait, _ := v[1].(int64)
-		limit, _ := v[2].(int64)
-		ids := make([]string, 0, len(v)-head)
-		for _, x := range v[head:] {
-			if s, ok := x.(string); ok {
-				ids = append(ids, s)
-			}
-		}
-		l.hub.deliver(grant{limit: int(limit), wait: time.Duration(wait) * time.Millisecond}, ids)
+	if len(ids) > 0 {
+		l.hub.deliver(grant{limit: int(n[2]), wait: time.Duration(n[1]) * time.Millisecond}, ids)
 	}
-	return removed == 1, nil
+	return n[0] == 1, nil
+}
+
+// releaseReply reads release.lua's reply v: its 12 numbers (packed) and
+// the ids it published.
+func releaseReply(v string) ([]int64, []string, error) {
+	const head = 12 * 8
+	if len(v) < head {
+		return nil, nil, fmt.Errorf("script returned %d bytes, want %d and more", len(v), head)
+	}
+	n, err := luanums.Ints(v[:head])
+	if err != nil {
+		return nil, nil, err
+	}
+	return n, strings.Fields(v[head:]), nil
+}
+
+// scriptInts reads a reply of numbers packed by the script (luanums).
+func scriptInts(s string, err error) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	return luanums.Ints(s)
 }
 
 // keyTTL is how long a site's keys outlive their last write: long enough for

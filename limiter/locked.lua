@@ -27,7 +27,7 @@
 local lease, ttl, need, m, rulems, adaptive = nums(ARGV[2], 6)
 local got
 if adaptive == 1 then
-  got = redis.call('MGET', KEYS[4], KEYS[5], KEYS[7])
+  got = redis.call('MGET', KEYS[4], KEYS[5], KEYS[6])
 else
   got = redis.call('MGET', KEYS[4], KEYS[5])
 end

@@ -231,8 +231,8 @@ func TestLockWatch(t *testing.T) {
 	}
 }
 
-// blockFirstRelease holds up the first release script call (it names the
-// wake-up channels' base) until release is closed.
+// blockFirstRelease holds up the first release script call (the one with
+// the Limiter's tail among its arguments) until release is closed.
 type blockFirstRelease struct {
 	wake    string
 	once    sync.Once
@@ -265,7 +265,7 @@ func TestLockedLeaverUndoDoesNotHoldUpNextBatch(t *testing.T) {
 	l := newLimiter(t, rdb, Options{})
 	k := keysFor(l.opts.prefix(), "u")
 	stall := &stallAfterLock{stalled: make(chan struct{}), release: make(chan struct{})}
-	undo := &blockFirstRelease{wake: l.hub.base, blocked: make(chan struct{}), release: make(chan struct{})}
+	undo := &blockFirstRelease{wake: l.tail, blocked: make(chan struct{}), release: make(chan struct{})}
 	rdb.AddHook(stall)
 	rdb.AddHook(undo)
 	other := newClient(t)

@@ -5,5 +5,5 @@
 -- the server ms}.
 local now = now_ms()
 local live = redis.call('ZCOUNT', KEYS[1], '(' .. (now - tonumber(ARGV[1])), '+inf')
-local got = redis.call('MGET', KEYS[5], KEYS[7])
+local got = redis.call('MGET', KEYS[5], KEYS[6])
 return {live, math.max(0, tonumber(got[1] or '0') - now), got[2] or '', now}

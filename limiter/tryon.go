@@ -36,15 +36,16 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 	id := l.hub.newID()
 	sent := l.opts.now()()
 	args := l.acquireArgs(id, rule, false)
-	cmd := acquireScript.Queue(ctx, l.fn, pipe, k.all(), args...)
+	ks := l.ruleKeys(k, rule)
+	cmd := acquireScript.Queue(ctx, l.fn, pipe, ks, args...)
 	return sync.OnceValues(func() (*Permit, error) {
-		v, err := cmd.Int64Slice()
+		v, err := scriptInts(cmd.Text())
 		switch {
 		case cmd.Err() == nil && cmd.Val() == nil:
 			err = errNotExecuted
 		case luafn.Missing(err):
 			sent = l.opts.now()()
-			v, err = acquireScript.Rerun(ctx, l.fn, k.all(), args...).Int64Slice()
+			v, err = scriptInts(acquireScript.Rerun(ctx, l.fn, ks, args...).Text())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
@@ -105,7 +106,8 @@ func (p *Permit) KeepOn(ctx context.Context, pipe redis.Pipeliner, next Rule) (r
 		return p.ReleaseOn(ctx, pipe), l.TryAcquireRuleOn(ctx, pipe, p.k.site, next)
 	}
 	sent := l.opts.now()()
-	reply := l.releaseOn(ctx, pipe, k, l.keepArgs(k, p.id, p.rule, next, p.recorded()), func() { sent = l.opts.now()() })
+	ks, args := l.keepArgs(k, p.id, p.rule, next, p.recorded())
+	reply := l.releaseOn(ctx, pipe, ks, args, func() { sent = l.opts.now()() })
 	released = sync.OnceValue(func() error {
 		v, err := reply()
 		return p.settle(l.left(k, p.rule, v, err))
@@ -121,13 +123,16 @@ func (p *Permit) KeepOn(ctx context.Context, pipe redis.Pipeliner, next Rule) (r
 			_, _ = l.leave(ctx, k, p.id, p.rule, true, Outcome{})
 			return nil, fmt.Errorf("limiter: keep %s: %w", k.site, err)
 		}
-		// release.lua's reply: the health's cap and extra delay at 4 and
-		// 5, then kept, server ms, rank, limit and delay ms at 7 to 11.
-		num := func(i int) int64 { n, _ := v[i].(int64); return n }
-		if len(v) < 12 || num(7) != 1 {
+		// release.lua's numbers: the health's cap and extra delay at 4
+		// and 5, then kept, server ms, rank, limit and delay ms at 7 to 11.
+		n, _, err := releaseReply(v)
+		if err != nil {
+			return nil, fmt.Errorf("limiter: keep %s: %w", k.site, err)
+		}
+		if n[7] != 1 {
 			return nil, &BusyError{Site: k.site}
 		}
-		o, err := parseOutcome([]int64{stGranted, num(8), num(9), 0, num(10), num(11), num(4), num(5)}, sent, next)
+		o, err := parseOutcome([]int64{stGranted, n[8], n[9], 0, n[10], n[11], n[4], n[5]}, sent, next)
 		if err != nil {
 			return nil, err
 		}
