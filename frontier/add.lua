@@ -4,8 +4,8 @@
 --         Seed gives it (a process joining the crawl), and then the shard
 --         is refilled first
 -- ARGV[3..] quadruples: fingerprint, seen bucket, site, item json
--- Returns {1, admitted, 0, -1, instance}: admitted counts the refilled
--- URLs too; instance as settle.lua's.
+-- Returns reply (common.lua) for 1 settled and admitted, which counts the refilled
+-- URLs too.
 begin()
 
 -- refill admits URLs of the overflow (common.lua admit), oldest first, as
@@ -51,4 +51,4 @@ if size ~= 0 then
 end
 added = added + admit(3)
 keep()
-return {1, added, 0, -1, instance_id()}
+return reply(1, added, 0)

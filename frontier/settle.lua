@@ -18,9 +18,8 @@
 -- ARGV[8..] links: quadruples as in add.lua
 -- Own numbers: delay ms; the site's cap as the worker applied it (0: keep
 -- the known one); the site's delay ms (-1: keep the known one)
--- Returns {settled (1, or 0 when the item was no longer held), admitted,
--- scope size (0: not read), took} and, with took 1 or 0, next.lua's answer;
--- then the instance (common.lua instance_id).
+-- Returns reply's string (common.lua): settled, admitted, the scope size
+-- (0: not read) and, with a take, what it took.
 begin()
 local delay, rcap, rdelay = own_nums(3)
 
@@ -135,7 +134,7 @@ if string.sub(ARGV[6], 1, 1) == '1' then
   -- The scope size (next.lua's) only on a take that tidies, one in 8 of a
   -- process's on the shard: it only grows, and seldom; 0 is "not read".
   local size = string.sub(ARGV[7], -1) == '0' and scope() or 0
-  return {settled, added, size, r[1], r[2], r[3], r[4], r[5], instance_id()}
+  return reply(settled, added, size, r)
 end
 keep()
-return {settled, added, 0, -1, instance_id()}
+return reply(settled, added, 0)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -345,42 +346,39 @@ type answer struct {
 }
 
 func (f *Frontier) answer(c *call) (answer, error) {
-	v, err := c.cmd.Slice()
+	v, err := c.cmd.Text()
 	if err != nil {
 		return answer{}, err
 	}
-	if len(v) != 5 && len(v) != 9 {
-		return answer{}, fmt.Errorf("script returned %d values", len(v))
+	const head = 7 * 8 // common.lua reply: 7 numbers, the instance, the member
+	if len(v) < head {
+		return answer{}, fmt.Errorf("script returned %d bytes, want %d and more", len(v), head)
 	}
-	inst, _ := v[len(v)-1].(string)
+	n, err := luanums.Ints(v[:head])
+	if err != nil {
+		return answer{}, fmt.Errorf("script reply: %w", err)
+	}
+	inst, member, _ := strings.Cut(v[head:], "\n")
 	f.noteInstance(c.sh, inst)
-	var a answer
-	settled, _ := v[0].(int64)
-	added, _ := v[1].(int64)
-	scope, _ := v[2].(int64)
-	a.settled, a.added, a.took = settled == 1, int(added), -1
-	f.noteScopeLen(scope)
-	if took, _ := v[3].(int64); len(v) == 9 {
-		a.took = took
-	}
+	a := answer{settled: n[0] == 1, added: int(n[1]), took: n[3]}
+	f.noteScopeLen(n[2])
 	switch a.took {
 	case 1:
-		raw, _ := v[6].(string)
+		_, rest, ok1 := strings.Cut(member, "\n") // past the take's id
+		site, raw, ok2 := strings.Cut(rest, "\n")
+		if !ok1 || !ok2 {
+			return a, fmt.Errorf("bad in-flight member %q", member)
+		}
 		if err := json.Unmarshal([]byte(raw), &a.it); err != nil {
 			return a, fmt.Errorf("bad item %q: %w", raw, err)
 		}
-		id, _ := v[4].(string)
-		a.it.Site, _ = v[5].(string)
-		a.it.ID = id + "\n" + a.it.Site + "\n" + raw // its in-flight member (common.lua)
-		more, _ := v[7].(int64)
-		a.it.More = more == 1
+		a.it.Site = site
+		a.it.ID = member // its in-flight member (common.lua)
+		a.it.More = n[4] == 1
 	case 0:
-		queued, _ := v[4].(int64)
-		inflight, _ := v[5].(int64)
-		wait, _ := v[6].(int64)
-		a.empty = &EmptyError{Queued: queued, InFlight: inflight, Wait: time.Second}
-		if wait >= 0 {
-			a.empty.Wait = time.Duration(wait) * time.Millisecond
+		a.empty = &EmptyError{Queued: n[4], InFlight: n[5], Wait: time.Second}
+		if n[6] >= 0 {
+			a.empty.Wait = time.Duration(n[6]) * time.Millisecond
 		}
 	}
 	return a, nil
