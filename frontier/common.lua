@@ -110,6 +110,13 @@ local function back_of_line()
   return back
 end
 
+-- parsed holds rule texts ("<cap> <delay ms>") as {cap, delay}, from one
+-- call to the next (a library's locals outlive a call), so that the few
+-- texts a crawl has are parsed once, not on every page (a find, two subs
+-- and two strtods); at most PARSED_MAX of them, then it starts afresh.
+local PARSED_MAX = 256
+local parsed, nparsed = {}, 0
+
 -- rule is the site's cap and delay (ms): what a settlement last reported,
 -- or the default cap and no delay; and the stored text (nil: none). A
 -- call reads each site's once.
@@ -123,8 +130,16 @@ local function rule(site)
   if not r then
     return defcap, 0, nil
   end
-  local sp = string.find(r, ' ', 1, true)
-  return tonumber(string.sub(r, 1, sp - 1)), tonumber(string.sub(r, sp + 1)), r
+  local p = parsed[r]
+  if not p then
+    local sp = string.find(r, ' ', 1, true)
+    p = {tonumber(string.sub(r, 1, sp - 1)), tonumber(string.sub(r, sp + 1))}
+    if nparsed >= PARSED_MAX then
+      parsed, nparsed = {}, 0
+    end
+    parsed[r], nparsed = p, nparsed + 1
+  end
+  return p[1], p[2], r
 end
 
 -- fly adds n ('1' or '-1': a string, which Redis takes without formatting a

@@ -5,10 +5,19 @@
 -- (for the start of a hold-off, a crawl delay or backoff: a delay is a
 -- minimum, so it must not start in the millisecond that has already begun);
 -- and TIME's reply, for ms_text.
+-- sec_text and sec_ms are the seconds of the last TIME read, as TIME gave
+-- them and in ms: run as a library of Redis Functions (internal/luafn),
+-- whose locals outlive a call, the calls of one second parse them once
+-- (equal strings are one object in Lua, so the test is a pointer's; each
+-- tonumber is a strtod, some 1,000 instructions).
+local sec_text, sec_ms
 local function server_ms()
   local t = redis.call('TIME')
-  local s, us = tonumber(t[1]) * 1000, tonumber(t[2])
-  return s + math.floor(us / 1000), s + math.ceil(us / 1000), t
+  if t[1] ~= sec_text then
+    sec_text, sec_ms = t[1], tonumber(t[1]) * 1000
+  end
+  local us = tonumber(t[2])
+  return sec_ms + math.floor(us / 1000), sec_ms + math.ceil(us / 1000), t
 end
 
 -- now_ms is server_ms's time rounded down, and TIME's reply.
