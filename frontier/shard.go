@@ -28,7 +28,7 @@ type layout struct {
 type shard struct {
 	n    int
 	base string   // prefix of the shard's keys: queues, seen buckets
-	keys []string // ready, inflight, counts, fly, rules, after
+	keys []string // ready, inflight, counts, fly, rules, after (common.lua KEY_NAMES)
 	// kept is when (unix ms) this process last had the shard's keys' TTLs
 	// refreshed (common.lua keep).
 	kept atomic.Int64
@@ -269,7 +269,8 @@ type call struct {
 // newCall is a call of script on sh with ARGV args(sh, own, more...).
 func (f *Frontier) newCall(script *luafn.Script, sh *shard, own []float64, more ...any) *call {
 	args, keeps := f.args(sh, own, more...)
-	return &call{script: script, keys: sh.keys, args: args, sh: sh, keeps: keeps}
+	// Only the ready set: common.lua makes the others' names (begin).
+	return &call{script: script, keys: sh.keys[:1], args: args, sh: sh, keeps: keeps}
 }
 
 // failed notes that c did not run (or its answer was lost): if it was to
