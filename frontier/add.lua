@@ -16,7 +16,7 @@ local function refill()
   local ov = base .. 'overflow'
   local n = OVERFLOW
   if limit > 0 then
-    n = limit - tonumber(redis.call('HGET', KEYS[3], 'admitted') or '0')
+    n = limit - tonumber(redis.call('HGET', K[3], 'admitted') or '0')
   end
   if n <= 0 then
     return 0
@@ -36,8 +36,8 @@ local function refill()
       join(site, now())
     end
   end
-  redis.call('HINCRBY', KEYS[3], 'admitted', #items)
-  redis.call('HINCRBY', KEYS[3], 'over', -#items)
+  redis.call('HINCRBY', K[3], 'admitted', #items)
+  redis.call('HINCRBY', K[3], 'over', -#items)
   return #items
 end
 
@@ -45,7 +45,7 @@ local added = 0
 local size = own_nums(1)
 if size ~= 0 then
   if size > scope() then
-    redis.call('HSET', KEYS[3], 'scope', int_text(size))
+    redis.call('HSET', K[3], 'scope', int_text(size))
   end
   added = refill()
 end

@@ -2,19 +2,19 @@
 -- settle.lua and hold.lua (not run on its own). Every script of a shard
 -- works on the same keys, all in the shard's hash tag; it is passed only
 -- the first and makes the others' names (begin):
--- KEYS[1] ready    ZSET site -> server ms from which it may be tried; only sites
+-- K[1] ready    ZSET site -> server ms from which it may be tried; only sites
 --                  with URLs queued; PARKED for a site at its cap (whose
 --                  queue may have run out: take does not ask)
--- KEYS[2] inflight ZSET "<id>\n<site>\n<item json>" -> server ms when it is
+-- K[2] inflight ZSET "<id>\n<site>\n<item json>" -> server ms when it is
 --                  handed out again: the member is the item's whole state,
 --                  so settling one is a ZREM and a worker's ID is the member
--- KEYS[3] counts   HASH admitted, over (in the overflow: see admit), dropped
+-- K[3] counts   HASH admitted, over (in the overflow: see admit), dropped
 --                  (past the overflow), done,
 --                  skipped, failed, scope, ids (0: only keeps the hash in
 --                  being); queued is admitted - done - failed - in flight
--- KEYS[4] fly      HASH site -> items of the site in flight
--- KEYS[5] rules    HASH site -> "<cap> <delay ms>" as a settlement last reported
--- KEYS[6] after    HASH site -> server ms before which a site with nothing
+-- K[4] fly      HASH site -> items of the site in flight
+-- K[5] rules    HASH site -> "<cap> <delay ms>" as a settlement last reported
+-- K[6] after    HASH site -> server ms before which a site with nothing
 --                  queued may not start (its rule's delay after a settlement)
 -- Each of them but counts holds a sentinel ('' at +inf, or field ''), so that
 -- it is never deleted and keeps the TTL it was created with (keep).
@@ -40,6 +40,10 @@
 -- locals live from one call to the next. So a call's own state (the
 -- arguments below, what it has read and owes) is set by begin, every
 -- script's first statement.
+-- K is the call's keys, KEYS[1] and the names made from it (begin): the
+-- scripts read K, never KEYS, which a script run by EVAL may not replace
+-- (Redis 7 makes its globals read-only).
+local K
 local PARKED = 1e15
 local park
 local SOON = 0.5 -- ready: a score at most now + SOON (round-robin places are
@@ -103,7 +107,7 @@ local function back_of_line()
     back = back + 0.001
     return back
   end
-  local last = redis.call('ZREVRANGEBYSCORE', KEYS[1], now_text() .. SOON_TEXT, '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
+  local last = redis.call('ZREVRANGEBYSCORE', K[1], now_text() .. SOON_TEXT, '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
   back = now()
   if last[2] and tonumber(last[2]) >= now() then
     back = tonumber(last[2]) + 0.001
@@ -125,7 +129,7 @@ local rules
 local function rule(site)
   local r = rules[site]
   if r == nil then
-    r = redis.call('HGET', KEYS[5], site) or false
+    r = redis.call('HGET', K[5], site) or false
     rules[site] = r
   end
   if not r then
@@ -146,9 +150,9 @@ end
 -- fly adds n ('1' or '-1': a string, which Redis takes without formatting a
 -- number) to the site's items in flight and returns the new number.
 local function fly(site, n)
-  local f = redis.call('HINCRBY', KEYS[4], site, n)
+  local f = redis.call('HINCRBY', K[4], site, n)
   if f < 0 then
-    redis.call('HSET', KEYS[4], site, 0)
+    redis.call('HSET', K[4], site, 0)
     return 0
   end
   return f
@@ -158,16 +162,16 @@ end
 -- if it is at its cap, and not before the end of its delay.
 local function join(site, at)
   local cap = rule(site)
-  if tonumber(redis.call('HGET', KEYS[4], site) or '0') >= cap then
+  if tonumber(redis.call('HGET', K[4], site) or '0') >= cap then
     at = parked()
   else
-    local nb = redis.call('HGET', KEYS[6], site)
+    local nb = redis.call('HGET', K[6], site)
     if nb then
-      redis.call('HDEL', KEYS[6], site)
+      redis.call('HDEL', K[6], site)
       at = math.max(at, tonumber(nb))
     end
   end
-  redis.call('ZADD', KEYS[1], at, site)
+  redis.call('ZADD', K[1], at, site)
 end
 
 -- OVERFLOW bounds the shard's overflow LIST (base..'overflow'): new URLs
@@ -185,7 +189,7 @@ local function admit(i0)
   local admitted, added, over, dropped = 0, 0, 0, 0
   local room -- the overflow's free places, read at the first URL past the limit
   if limit > 0 then
-    admitted = tonumber(redis.call('HGET', KEYS[3], 'admitted') or '0')
+    admitted = tonumber(redis.call('HGET', K[3], 'admitted') or '0')
   end
   for i = i0, #ARGV, 4 do
     if redis.call('SADD', base .. 'seen:' .. ARGV[i + 1], ARGV[i]) == 1 then
@@ -221,7 +225,7 @@ end
 
 -- inflight is how many items of the shard are in flight (not the sentinel).
 local function inflight()
-  return redis.call('ZCOUNT', KEYS[2], '-inf', PARKED)
+  return redis.call('ZCOUNT', K[2], '-inf', PARKED)
 end
 
 -- split is an in-flight member's id, site and item json.
@@ -241,8 +245,8 @@ end
 -- hands out and whenever it finds no site ready, so a shard that is busy
 -- pays for it on few pages and one that waits never misses it.
 local function tidy()
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_text(), 'LIMIT', '0', '100')) do
-    redis.call('ZREM', KEYS[2], m)
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', K[2], '-inf', now_text(), 'LIMIT', '0', '100')) do
+    redis.call('ZREM', K[2], m)
     local _, site, item = split(m)
     if site then
       local f = fly(site, '-1')
@@ -252,20 +256,20 @@ local function tidy()
         pushed(q, n)
         join(site, now())
       else
-        local s = tonumber(redis.call('ZSCORE', KEYS[1], site))
+        local s = tonumber(redis.call('ZSCORE', K[1], site))
         if f >= rule(site) then
-          redis.call('ZADD', KEYS[1], parked(), site)
+          redis.call('ZADD', K[1], parked(), site)
         elseif not s or s > now() then
-          redis.call('ZADD', KEYS[1], now(), site)
+          redis.call('ZADD', K[1], now(), site)
         end
       end
     end
   end
-  for _, site in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], PARKED, PARKED + now(), 'LIMIT', '0', '10')) do
+  for _, site in ipairs(redis.call('ZRANGEBYSCORE', K[1], PARKED, PARKED + now(), 'LIMIT', '0', '10')) do
     if redis.call('LLEN', qkey(site)) == 0 then
-      redis.call('ZREM', KEYS[1], site) -- parked with its queue run out (take)
+      redis.call('ZREM', K[1], site) -- parked with its queue run out (take)
     else
-      redis.call('ZADD', KEYS[1], back_of_line(), site)
+      redis.call('ZADD', K[1], back_of_line(), site)
     end
   end
 end
@@ -310,12 +314,12 @@ local function take(id, prefer)
   end
   for _ = 1, 20 do
     -- The first two ready sites: the second tells whether another is ready.
-    local pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_text() .. SOON_TEXT, 'LIMIT', '0', '2')
+    local pick = redis.call('ZRANGEBYSCORE', K[1], '-inf', now_text() .. SOON_TEXT, 'LIMIT', '0', '2')
     local handing = prefer and prefer == handon
     if #pick == 0 and not tidied and not handing then
       tidied = true
       tidy()
-      pick = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_text() .. SOON_TEXT, 'LIMIT', '0', '2')
+      pick = redis.call('ZRANGEBYSCORE', K[1], '-inf', now_text() .. SOON_TEXT, 'LIMIT', '0', '2')
     end
     local site, more
     if handing then
@@ -332,7 +336,7 @@ local function take(id, prefer)
       more = #pick - 1
     end
     if prefer and prefer ~= '' and prefer ~= site then
-      if prefer == pick[2] or (tonumber(redis.call('ZSCORE', KEYS[1], prefer)) or math.huge) <= now() + SOON then
+      if prefer == pick[2] or (tonumber(redis.call('ZSCORE', K[1], prefer)) or math.huge) <= now() + SOON then
         site, more = prefer, 1 -- pick[1] is ready too
       end
       prefer = nil -- looked at once: a queue lost under it is not looked at again
@@ -353,37 +357,37 @@ local function take(id, prefer)
       -- taken from (a queue lost, below). A site with a delay is asked, so
       -- that its next URL waits the delay (settle's after).
       if (f < cap or rd > 0) and redis.call('LLEN', q) == 0 then
-        redis.call('ZREM', KEYS[1], site)
+        redis.call('ZREM', K[1], site)
       elseif f >= cap then
-        redis.call('ZADD', KEYS[1], int_text(parked()), site) -- at its cap: back when one settles
+        redis.call('ZADD', K[1], int_text(parked()), site) -- at its cap: back when one settles
       else
-        redis.call('ZADD', KEYS[1], back_of_line(), site) -- round robin
+        redis.call('ZADD', K[1], back_of_line(), site) -- round robin
         more = 1
       end
       local member = id .. '\n' .. site .. '\n' .. item
-      redis.call('ZADD', KEYS[2], int_text(now() + vis), member)
+      redis.call('ZADD', K[2], int_text(now() + vis), member)
       return {1, id, site, item, more, member}
     end
     if site == owed then
       settle_owed() -- nothing to hand on: before a tidy-up changes the count
     end
-    redis.call('ZREM', KEYS[1], site) -- a queue lost (expired) under a ready site
+    redis.call('ZREM', K[1], site) -- a queue lost (expired) under a ready site
   end
 
-  local c = redis.call('HMGET', KEYS[3], 'admitted', 'done', 'failed')
+  local c = redis.call('HMGET', K[3], 'admitted', 'done', 'failed')
   local flying = inflight()
   local queued = tonumber(c[1] or '0') + (delta['admitted'] or 0) - tonumber(c[2] or '0') - (delta['done'] or 0)
     - tonumber(c[3] or '0') - (delta['failed'] or 0) - flying
   local wait = -1
   -- (A sentinel's "inf" is no number to some Lua; either way, no time.)
-  local first = tonumber(redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2] or '')
+  local first = tonumber(redis.call('ZRANGE', K[1], '0', '0', 'WITHSCORES')[2] or '')
   if first and first >= PARKED and first < math.huge then
     first = first - PARKED -- the first site is parked: when it comes back
   end
   if first and first < PARKED then
     wait = math.max(0, math.ceil(first - now() - SOON))
   end
-  local soonest = tonumber(redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')[2] or '')
+  local soonest = tonumber(redis.call('ZRANGE', K[2], '0', '0', 'WITHSCORES')[2] or '')
   if soonest and soonest < PARKED then
     local w = math.max(0, soonest - now())
     if wait < 0 or w < wait then
@@ -407,22 +411,22 @@ end
 local function keep()
   for field, n in pairs(delta) do
     if n ~= 0 then
-      redis.call('HINCRBY', KEYS[3], field, INT[n] or n)
+      redis.call('HINCRBY', K[3], field, INT[n] or n)
     end
   end
-  if refresh == 0 or redis.call('PTTL', KEYS[1]) >= ttl - refresh then
+  if refresh == 0 or redis.call('PTTL', K[1]) >= ttl - refresh then
     return
   end
-  redis.call('HINCRBY', KEYS[3], 'ids', 0)
-  redis.call('ZADD', KEYS[1], '+inf', '')
-  redis.call('ZADD', KEYS[2], '+inf', '')
+  redis.call('HINCRBY', K[3], 'ids', 0)
+  redis.call('ZADD', K[1], '+inf', '')
+  redis.call('ZADD', K[2], '+inf', '')
   for i = 4, 6 do
-    redis.call('HSETNX', KEYS[i], '', '')
+    redis.call('HSETNX', K[i], '', '')
   end
-  for i = 1, #KEYS do
-    redis.call('PEXPIRE', KEYS[i], ttl)
+  for i = 1, #K do
+    redis.call('PEXPIRE', K[i], ttl)
   end
-  for _, site in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  for _, site in ipairs(redis.call('ZRANGE', K[1], 0, -1)) do
     if site ~= '' then
       redis.call('PEXPIRE', qkey(site), ttl)
     end
@@ -436,7 +440,7 @@ end
 
 -- scope is the crawl's scope size as Seed noted it.
 local function scope()
-  return tonumber(redis.call('HGET', KEYS[3], 'scope') or '0')
+  return tonumber(redis.call('HGET', K[3], 'scope') or '0')
 end
 
 -- instance names this load of the library on its server: the server time
@@ -464,7 +468,7 @@ local function own_nums(n)
 end
 
 -- KEY_NAMES are the shard's keys after the ready set, as shard.go names
--- them. A call passes only the ready set (KEYS[1], which routes it on a
+-- them. A call passes only the ready set (K[1], which routes it on a
 -- Cluster) and the base (ARGV[1]); begin makes the others here, once a
 -- base (shard_keys: a library's locals outlive a call), where each key
 -- passed costs Redis a string for the call, some 1,400 instructions
@@ -489,10 +493,10 @@ local function shard_keys(b, ready)
 end
 
 -- begin sets the call's state from its arguments, before anything else,
--- KEYS among it (shard_keys).
+-- K among it (shard_keys).
 local function begin()
   base = ARGV[1]
-  KEYS = shard_keys(base, KEYS[1])
+  K = shard_keys(base, KEYS[1])
   ttl, vis, defcap, limit, refresh, park = nums(ARGV[2], 6)
   delta, rules = {}, {}
   clock, clock_t, clock_text, back, handon, owed, held = nil, nil, nil, nil, nil, nil, nil

@@ -395,6 +395,31 @@ func TestOnMiniredis(t *testing.T) {
 	}
 }
 
+// On a Redis whose ACL denies FUNCTION the shard scripts run as plain
+// scripts (EVALSHA, luafn): there a script may not replace a global (Redis
+// 7 makes them read-only), so the key names begin makes live in a local
+// (common.lua K). Eight workers still take 400 URLs exactly once.
+func TestScriptsWithoutFunctionsOnRedis(t *testing.T) {
+	ctx := ctxT(t)
+	own, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(own.Close)
+	admin := own.Client()
+	t.Cleanup(func() { admin.Close() })
+	if err := admin.Do(ctx, "ACL", "SETUSER", "nofn", "on", ">pw", "~*", "&*", "+@all", "-function").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: own.Addr, Username: "nofn", Password: "pw"})
+	t.Cleanup(func() { rdb.Close() })
+	f := New(rdb, &Options{Crawl: "nofn"})
+	if f.fn.Functions(ctx) {
+		t.Fatal("the library runs as Functions for a user denied FUNCTION")
+	}
+	exactlyOnce(t, f)
+}
+
 // DoneNext is Add, Done and Next in one round trip, each run once, also
 // when Redis has lost the scripts (restart, FUNCTION FLUSH).
 func TestDoneNext(t *testing.T) {

@@ -4,6 +4,6 @@
 -- Only ever moves the site later, and only a site with URLs queued; a
 -- fetch of it that ends (settle.lua 'fetched') brings it back at once.
 begin()
-redis.call('ZADD', KEYS[1], 'XX', 'GT', now() + own_nums(1), ARGV[3])
+redis.call('ZADD', K[1], 'XX', 'GT', now() + own_nums(1), ARGV[3])
 keep()
 return 1

@@ -28,7 +28,7 @@ local stay = string.sub(ARGV[6], 1, 1) == '1' and string.sub(ARGV[6], 2) or nil
 
 local function settle(member, how)
   local _, site, item = split(member)
-  if not site or redis.call('ZREM', KEYS[2], member) == 0 then
+  if not site or redis.call('ZREM', K[2], member) == 0 then
     return 0
   end
   local cap, rd, known = rule(site)
@@ -37,7 +37,7 @@ local function settle(member, how)
     if rdelay >= 0 then rd = rdelay end
     local r = cap .. ' ' .. rd
     if r ~= known then
-      redis.call('HSET', KEYS[5], site, r)
+      redis.call('HSET', K[5], site, r)
       rules[site] = r
     end
   end
@@ -46,7 +46,7 @@ local function settle(member, how)
   local staying = site == stay and (how == 'fetched' or how == 'skipped')
   if staying then
     -- The worker may stay: its next item may be handed on (owed).
-    held = tonumber(redis.call('HGET', KEYS[4], site) or '0')
+    held = tonumber(redis.call('HGET', K[4], site) or '0')
     if held >= 1 then
       f, owed = held - 1, site
     end
@@ -66,19 +66,19 @@ local function settle(member, how)
     return 1
   end
   settle_owed() -- no hand-on: the settled item leaves its count now
-  local s = tonumber(redis.call('ZSCORE', KEYS[1], site)) -- nil: nothing queued
+  local s = tonumber(redis.call('ZSCORE', K[1], site)) -- nil: nothing queued
   local q = qkey(site)
   if done and s and s >= PARKED and redis.call('LLEN', q) == 0 then
     -- Parked by a take that did not ask whether the queue ran out (take):
     -- nothing queued, so out of the ready set, as take would have left it.
-    redis.call('ZREM', KEYS[1], site)
+    redis.call('ZREM', K[1], site)
     s = nil
   end
 
   if done then
     if not s then
       if rd > 0 then -- its next URL, when one comes, waits the delay
-        redis.call('HSET', KEYS[6], site, now() + rd)
+        redis.call('HSET', K[6], site, now() + rd)
       end
       return 1
     end
@@ -100,7 +100,7 @@ local function settle(member, how)
       at = math.min(s, back_of_line())
     end
     if at and at ~= s then
-      redis.call('ZADD', KEYS[1], at, site)
+      redis.call('ZADD', K[1], at, site)
     end
     return 1
   end
@@ -121,7 +121,7 @@ local function settle(member, how)
     end
     at = math.max(at, now() + rd)
   end
-  redis.call('ZADD', KEYS[1], at, site)
+  redis.call('ZADD', K[1], at, site)
   return 1
 end
 
