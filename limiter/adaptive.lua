@@ -1,7 +1,7 @@
 -- adaptive.lua: the site's health and its controller, prepended to the
 -- scripts (not run on its own). Used only when adaptive politeness is on.
 --
---   KEYS[6] health  STRING  the site's health record: a version byte (2)
+--   K[6] health  STRING  the site's health record: a version byte (2)
 --                           and 20 little-endian doubles (struct.pack
 --                           HEALTH_PACK; a STRING, not a HASH, so acquire
 --                           reads it in the MGET it already makes, and

@@ -3,7 +3,7 @@
 -- (Rule.From): a site keyed by registered domain, whose hosts each read their
 -- own robots.txt, applies the strictest rule any of them asked for recently.
 --
---   KEYS[7] rules  HASH  field = contributor (a host), value =
+--   K[7] rules  HASH  field = contributor (a host), value =
 --                        "<limit> <delay ms> <server ms when written>"
 --
 -- An entry counts for `keep` ms after it was written; a contributor rewrites
@@ -23,7 +23,7 @@ local ceiling_max = 64
 -- delay of the entries in force (a delay forcing limit 1), or nil when there
 -- are none.
 local function ceiling(now, keep, contribs, write)
-  local all = redis.call('HGETALL', KEYS[7])
+  local all = redis.call('HGETALL', K[7])
   local have, live, stale = {}, 0, {}
   for i = 1, #all, 2 do
     local l, d, at = string.match(all[i + 1], '^(%d+) (%d+) (%d+)$')
@@ -64,11 +64,11 @@ local function ceiling(now, keep, contribs, write)
       end
     end
     if #stale > 0 then
-      redis.call('HDEL', KEYS[7], unpack(stale))
+      redis.call('HDEL', K[7], unpack(stale))
     end
     if #set > 0 then
-      redis.call('HSET', KEYS[7], unpack(set))
-      redis.call('PEXPIRE', KEYS[7], keep)
+      redis.call('HSET', K[7], unpack(set))
+      redis.call('PEXPIRE', K[7], keep)
     end
   end
   local lim, del = nil, 0

@@ -1,22 +1,52 @@
 -- common.lua: helpers prepended to every limiter script (not run on its own).
--- Every script takes the same KEYS, all hash-tagged with the site so they share
--- one Redis Cluster slot:
---   KEYS[1] holders  ZSET   member = entry id, score = server ms of last acquire/heartbeat
---   KEYS[2] owners   ZSET   member = entry id, score = counter value (fair order)
---   KEYS[3] counter  STRING INCR counter
---   KEYS[4] lock     STRING ModeLocked's site lock (SET NX PX token)
---   KEYS[5] next     STRING server ms before which no permit may be granted (crawl delay)
---   KEYS[6] health   STRING the site's health (adaptive.lua), used only with adaptive politeness
---   KEYS[7] rules    HASH   contributors' rules (ceiling.lua), used only with one
--- The last two are passed only when the call may use them (keys.go: for):
--- every key is a string Redis makes for the call, some 1,400 instructions
--- each (measured under callgrind with Redis 7.0). A call without the
--- health has 5 keys, one without the rules 6.
+-- Every script works on the same keys, all hash-tagged with the site so they
+-- share one Redis Cluster slot; it is passed only the first (which routes
+-- it on a Cluster) and makes the others' names, its first statement being
+-- K = site_keys(KEYS[1]); the scripts read K, never KEYS, which a script
+-- run by EVAL may not replace (Redis 7 makes its globals read-only):
+--   K[1] holders  ZSET   member = entry id, score = server ms of last acquire/heartbeat
+--   K[2] owners   ZSET   member = entry id, score = counter value (fair order)
+--   K[3] counter  STRING INCR counter
+--   K[4] lock     STRING ModeLocked's site lock (SET NX PX token)
+--   K[5] next     STRING server ms before which no permit may be granted (crawl delay)
+--   K[6] health   STRING the site's health (adaptive.lua), used only with adaptive politeness
+--   K[7] rules    HASH   contributors' rules (ceiling.lua), used only with one
+-- Each key passed would be a string Redis makes for the call, some 1,400
+-- instructions (measured under callgrind with Redis 7.0); a name made here
+-- is kept for the site's next call (site_keys).
 -- Entries ranked below the limit in owners hold permits; the rest wait in line.
 -- Constant arguments to redis.call are written as strings ('0'): Redis 7.0
 -- formats a Lua number argument with "%.17g", about 0.4 µs each here.
 -- Ranks only ever fall (new entries always get a higher counter), so an entry
 -- that has once seen rank < limit keeps it until it leaves.
+
+-- K is the call's keys (site_keys).
+local K
+
+-- SITE_KEYS are the names after holders, in K order, as keys.go makes
+-- them: the site's base (holders' name without "holders") and each.
+local SITE_KEYS = {'owners', 'counter', 'lock', 'next', 'health', 'rules'}
+-- keys_of keeps the names of up to 1,024 sites' keys, by holders' name,
+-- from one call to the next (a library's locals outlive a call), then
+-- starts afresh.
+local keys_of, nkeys_of = {}, 0
+
+-- site_keys is the KEYS list above for the site whose holders key is h.
+local function site_keys(h)
+  local k = keys_of[h]
+  if not k then
+    local b = string.sub(h, 1, -8) -- past "holders"
+    k = {h}
+    for i = 1, #SITE_KEYS do
+      k[i + 1] = b .. SITE_KEYS[i]
+    end
+    if nkeys_of >= 1024 then
+      keys_of, nkeys_of = {}, 0
+    end
+    keys_of[h], nkeys_of = k, nkeys_of + 1
+  end
+  return k
+end
 
 -- Every key of the line (holders, owners, counter) gets the same TTL, set
 -- together, so that they expire together: no entry outlives its counter
@@ -29,9 +59,9 @@
 -- lives one lease without a heartbeat. The TTL is read from the counter;
 -- callers pass force when they know a key is new.
 local function touch(ttl, lease, force)
-  if force or redis.call('PTTL', KEYS[3]) < ttl - lease then
+  if force or redis.call('PTTL', K[3]) < ttl - lease then
     for i = 1, 3 do
-      redis.call('PEXPIRE', KEYS[i], ttl)
+      redis.call('PEXPIRE', K[i], ttl)
     end
   end
 end
@@ -49,19 +79,19 @@ end
 -- must touch).
 local function prune(now, lease, ttl, owned)
   local cut = now - lease
-  local oldest = tonumber(redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2])
-  owned = owned or redis.call('ZCARD', KEYS[2])
+  local oldest = tonumber(redis.call('ZRANGE', K[1], '0', '0', 'WITHSCORES')[2])
+  owned = owned or redis.call('ZCARD', K[2])
   if (oldest and oldest <= cut) or (not oldest and owned > 0) then
-    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', cut)
-    owned = redis.call('ZINTERSTORE', KEYS[2], '2', KEYS[2], KEYS[1], 'WEIGHTS', '1', '0')
-    oldest = tonumber(redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2])
+    redis.call('ZREMRANGEBYSCORE', K[1], '-inf', cut)
+    owned = redis.call('ZINTERSTORE', K[2], '2', K[2], K[1], 'WEIGHTS', '1', '0')
+    oldest = tonumber(redis.call('ZRANGE', K[1], '0', '0', 'WITHSCORES')[2])
     touch(ttl, lease, true)
   end
   return oldest, owned, not oldest or owned == 0
 end
 
 local function next_at()
-  return tonumber(redis.call('GET', KEYS[5]) or '0')
+  return tonumber(redis.call('GET', K[5]) or '0')
 end
 
 -- How long (ms) a waiter should sleep before something can change for it
@@ -99,7 +129,7 @@ local function tell(ids, head, base)
   local by, chans = {}, {}
   for _, v in ipairs(ids) do
     local tag = string.match(v, '^(%x+)%.')
-    local ch = tag and (base .. tag) or (string.sub(KEYS[1], 1, -8) .. 'wake')
+    local ch = tag and (base .. tag) or (string.sub(K[1], 1, -8) .. 'wake')
     if not by[ch] then
       by[ch] = {}
       chans[#chans + 1] = ch

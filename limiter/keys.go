@@ -28,19 +28,10 @@ func (k keys) all() []string {
 	return []string{k.holders, k.owners, k.counter, k.lock, k.next, k.health, k.rules}
 }
 
-// list is the KEYS a script call takes: the five of every call, then the
-// health when the call may read or write it (health: adaptive politeness,
-// or status), and the rules when it may apply the site's ceiling (rules: a
-// contributor), the health then standing in its place whether read or
-// not. Redis makes a string of every key a call names, some 1,400
-// instructions each (common.lua), so a key the call will not touch is left
-// out.
-func (k keys) list(health, rules bool) []string {
-	switch {
-	case rules:
-		return k.all()
-	case health:
-		return []string{k.holders, k.owners, k.counter, k.lock, k.next, k.health}
-	}
-	return []string{k.holders, k.owners, k.counter, k.lock, k.next}
+// call is the KEYS a script call takes: holders alone, which routes the
+// call on a Cluster (every name carries the site's hash tag). The scripts
+// make the other names from it (common.lua site_keys): a key passed is a
+// string Redis makes for the call, some 1,400 instructions each.
+func (k keys) call() []string {
+	return []string{k.holders}
 }

@@ -271,7 +271,7 @@ func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue
 
 func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule, queue bool) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := scriptInts(acquireScript.Run(ctx, l.fn, l.ruleKeys(k, rule), l.acquireArgs(id, rule, queue)...).Text())
+	v, err := scriptInts(acquireScript.Run(ctx, l.fn, k.call(), l.acquireArgs(id, rule, queue)...).Text())
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
 	}
@@ -293,7 +293,7 @@ func (l *Limiter) acquireArgs(id string, rule Rule, queue bool) []any {
 // under rule, tightened by the site's ceiling when rule.From is set.
 func (l *Limiter) check(ctx context.Context, k keys, id string, rule Rule) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := scriptInts(checkScript.Run(ctx, l.fn, l.ruleKeys(k, rule), id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)),
+	v, err := scriptInts(checkScript.Run(ctx, l.fn, k.call(), id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)),
 		ceiled(rule), msn(rule.Delay), msn(l.opts.ruleMemory()), bit(l.adaptive))).Text())
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: check %s: %w", k.site, err)
@@ -313,27 +313,25 @@ func ceiled(rule Rule) float64 {
 // removal lets in are told over pub/sub; those in this process are also told
 // here at once, which saves them the trip through Redis.
 func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held bool, out Outcome) (bool, error) {
-	ks, args := l.leaveArgs(k, id, rule, held, out)
-	v, err := releaseScript.Run(ctx, l.fn, ks, args...).Text()
+	v, err := releaseScript.Run(ctx, l.fn, k.call(), l.leaveArgs(id, rule, held, out)...).Text()
 	return l.left(k, rule, v, err)
 }
 
-// leaveArgs are release.lua's KEYS and ARGV for removing id.
-func (l *Limiter) leaveArgs(k keys, id string, rule Rule, held bool, out Outcome) ([]string, []any) {
-	return l.releaseArgs(k, id, rule, held, out, nil)
+// leaveArgs are release.lua's ARGV for removing id.
+func (l *Limiter) leaveArgs(id string, rule Rule, held bool, out Outcome) []any {
+	return l.releaseArgs(id, rule, held, out, nil)
 }
 
-// keepArgs are release.lua's KEYS and ARGV for keeping id's slot under
-// next (see Permit.KeepOn), or removing it under rule when it cannot be
-// kept.
-func (l *Limiter) keepArgs(k keys, id string, rule, next Rule, out Outcome) ([]string, []any) {
-	return l.releaseArgs(k, id, rule, true, out, &next)
+// keepArgs are release.lua's ARGV for keeping id's slot under next (see
+// Permit.KeepOn), or removing it under rule when it cannot be kept.
+func (l *Limiter) keepArgs(id string, rule, next Rule, out Outcome) []any {
+	return l.releaseArgs(id, rule, true, out, &next)
 }
 
-// releaseArgs are release.lua's KEYS and ARGV: keeping the slot under
-// next, unless next is nil. The kept rule's contributor goes only when
-// there is one (a string less for Redis to make).
-func (l *Limiter) releaseArgs(k keys, id string, rule Rule, held bool, out Outcome, next *Rule) ([]string, []any) {
+// releaseArgs are release.lua's ARGV: keeping the slot under next, unless
+// next is nil. The kept rule's contributor goes only when there is one (a
+// string less for Redis to make).
+func (l *Limiter) releaseArgs(id string, rule Rule, held bool, out Outcome, next *Rule) []any {
 	a := l.adaptNums(out)
 	var keep [4]float64
 	from := ""
@@ -347,14 +345,7 @@ func (l *Limiter) releaseArgs(k keys, id string, rule Rule, held bool, out Outco
 	if from == "" {
 		args = args[:3]
 	}
-	return k.list(l.adaptive, rule.From != "" || from != ""), args
-}
-
-// ruleKeys are the KEYS of acquire.lua and check.lua for rule: the rules
-// only with a contributor (the ceiling), the health with adaptive
-// politeness.
-func (l *Limiter) ruleKeys(k keys, rule Rule) []string {
-	return k.list(l.adaptive, rule.From != "")
+	return args
 }
 
 // left reads release.lua's reply (v, err) for an entry under rule, notes

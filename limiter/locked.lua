@@ -1,7 +1,7 @@
 -- locked.lua: ModeLocked's acquire once the site lock is won (Redis in
 -- Action 6.3's), sent right after the lock's SET NX in one pipeline; it
 -- writes only while the lock is ours.
--- KEYS: see common.lua.
+-- KEYS[1] and K: see common.lua.
 -- ARGV[1] the lock token the SET asked for
 -- ARGV[2] the numbers, packed (luanums): lease ms, key TTL ms, the age in
 -- ms the node needs before it may grant (young.lua), m, the number of
@@ -24,12 +24,13 @@
 -- cap (0: not reduced) and extra delay ms (adaptive.lua)}. With
 -- contributors, their rules are recorded first and the ceiling is what every
 -- rule with a contributor applies.
+K = site_keys(KEYS[1])
 local lease, ttl, need, m, rulems, adaptive = nums(ARGV[2], 6)
 local got
 if adaptive == 1 then
-  got = redis.call('MGET', KEYS[4], KEYS[5], KEYS[6])
+  got = redis.call('MGET', K[4], K[5], K[6])
 else
-  got = redis.call('MGET', KEYS[4], KEYS[5])
+  got = redis.call('MGET', K[4], K[5])
 end
 if got[1] ~= ARGV[1] then
   return {0}
@@ -50,21 +51,21 @@ if m > 0 then
 end
 local oldest, card, new = prune(now, lease, ttl)
 local nxt = tonumber(got[2] or '0')
-local c = redis.call('INCRBY', KEYS[3], n)
+local c = redis.call('INCRBY', K[3], n)
 if c == n then
   local young = node_young(need)
   if young > 0 then
-    redis.call('DEL', KEYS[3], KEYS[4])
+    redis.call('DEL', K[3], K[4])
     return {2, young}
   end
 end
 local at = ms_text(tm)
 for i = 1, n do
-  redis.call('ZADD', KEYS[1], at, ARGV[first - 1 + i])
-  redis.call('ZADD', KEYS[2], int_text(c - n + i), ARGV[first - 1 + i])
+  redis.call('ZADD', K[1], at, ARGV[first - 1 + i])
+  redis.call('ZADD', K[2], int_text(c - n + i), ARGV[first - 1 + i])
 end
 touch(ttl, lease, new)
-redis.call('DEL', KEYS[4])
+redis.call('DEL', K[4])
 local hcap, hdelay = health_head(got[3])
 local front, back = wait_hints(now, lease, nxt, oldest)
 return {1, card, nxt, front, back, now, climit, cdelay, hcap, hdelay}

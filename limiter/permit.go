@@ -293,20 +293,19 @@ func (p *Permit) ReleaseOn(ctx context.Context, pipe redis.Pipeliner) (after fun
 	if !p.stop() {
 		return func() error { return nil }
 	}
-	ks, args := p.l.leaveArgs(p.k, p.id, p.rule, true, p.recorded())
-	reply := p.l.releaseOn(ctx, pipe, ks, args, nil)
+	reply := p.l.releaseOn(ctx, pipe, p.k, p.l.leaveArgs(p.id, p.rule, true, p.recorded()), nil)
 	return sync.OnceValue(func() error {
 		v, err := reply()
 		return p.settle(p.l.left(p.k, p.rule, v, err))
 	})
 }
 
-// releaseOn queues release.lua with keys ks and args on pipe and returns its reply, to
+// releaseOn queues release.lua with args on pipe and returns its reply, to
 // read once pipe has run (errNotExecuted before). When the node does not
 // have the script, the reply runs it alone, calling rerun (if not nil)
 // just before.
-func (l *Limiter) releaseOn(ctx context.Context, pipe redis.Pipeliner, ks []string, args []any, rerun func()) func() (string, error) {
-	cmd := releaseScript.Queue(ctx, l.fn, pipe, ks, args...)
+func (l *Limiter) releaseOn(ctx context.Context, pipe redis.Pipeliner, k keys, args []any, rerun func()) func() (string, error) {
+	cmd := releaseScript.Queue(ctx, l.fn, pipe, k.call(), args...)
 	return sync.OnceValues(func() (string, error) {
 		v, err := cmd.Text()
 		switch {
@@ -318,7 +317,7 @@ func (l *Limiter) releaseOn(ctx context.Context, pipe redis.Pipeliner, ks []stri
 			if rerun != nil {
 				rerun()
 			}
-			v, err = releaseScript.Rerun(ctx, l.fn, ks, args...).Text()
+			v, err = releaseScript.Rerun(ctx, l.fn, k.call(), args...).Text()
 		}
 		return v, err
 	})

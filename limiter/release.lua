@@ -1,6 +1,6 @@
 -- release.lua: remove an entry (a released permit or a waiter giving up) and
 -- tell the waiters that moved into the first `limit` places.
--- KEYS: see common.lua.
+-- KEYS[1] and K: see common.lua.
 -- ARGV[1] entry id   ARGV[2] the numbers below, packed (luanums)
 -- ARGV[3] with adaptive politeness the controller's parameters
 -- (adapt_params), then the wake-up channels' base (a process's channel is
@@ -41,6 +41,7 @@
 -- (0s when not); then the ids published, separated by spaces
 -- so that the releaser can also wake waiters in its own process at once,
 -- before the message reaches it.
+K = site_keys(KEYS[1])
 local id = ARGV[1]
 local limit, lease, delay, held, ttl, ceil, rulems, adaptive, cls, ttfb, ttlb, jit, keep, klimit, kdelay, kttl =
   nums(ARGV[2], 16)
@@ -58,10 +59,10 @@ local got
 if adaptive == 1 then
   local raw
   if keeping then
-    got = redis.call('MGET', KEYS[4], KEYS[5], KEYS[6])
+    got = redis.call('MGET', K[4], K[5], K[6])
     raw = got[3]
   else
-    raw = redis.call('GET', KEYS[6])
+    raw = redis.call('GET', K[6])
   end
   if cls > 0 then
     local P = adapt_params(ARGV[3])
@@ -73,12 +74,12 @@ if adaptive == 1 then
     end
     local h, ttl
     h, ev, ttl = adapt(health_parse(raw), limit, cls, ttfb, ttlb, jit, P, clock)
-    redis.call('SET', KEYS[6], health_format(h), 'PX', health_px(ttl, P))
+    redis.call('SET', K[6], health_format(h), 'PX', health_px(ttl, P))
     if ev >= 4 then
       -- A new backoff: nobody starts before its end (never shortening a
       -- longer hold-off already there).
       if h[19] > next_at() then
-        redis.call('SET', KEYS[5], h[19], 'PX', h[19] - now + lease)
+        redis.call('SET', K[5], h[19], 'PX', h[19] - now + lease)
         got = nil
       end
     end
@@ -99,12 +100,12 @@ if held == 1 and delay > 0 then
   end
   local at = up + delay
   if at > next_at() then
-    redis.call('SET', KEYS[5], at, 'PX', delay + lease + 1)
+    redis.call('SET', K[5], at, 'PX', delay + lease + 1)
     got = nil
   end
   wait = delay
 end
-local owned = redis.call('ZCARD', KEYS[2])
+local owned = redis.call('ZCARD', K[2])
 if keeping then
   -- Kept when acquire.lua would grant the slot to a newcomer once this
   -- entry left (its contributor's rule recorded first, as there): fewer
@@ -121,19 +122,19 @@ if keeping then
     klimit, kdelay, kttl = apply_ceiling(now, rulems, {{ARGV[4], klimit, kdelay}}, true, klimit, kdelay, kttl)
   end
   if wait == 0 and hoff == 0 and owned <= tighten(hcap, hdelay, klimit, 0) then
-    got = got or redis.call('MGET', KEYS[4], KEYS[5]) -- the site lock, the next-request mark
-    local at = tonumber(redis.call('ZSCORE', KEYS[1], id))
+    got = got or redis.call('MGET', K[4], K[5]) -- the site lock, the next-request mark
+    local at = tonumber(redis.call('ZSCORE', K[1], id))
     if not got[1] and now >= tonumber(got[2] or '0') and at and at > now - lease then
-      local c = redis.call('INCR', KEYS[3])
+      local c = redis.call('INCR', K[3])
       if c > 1 then
-        redis.call('ZADD', KEYS[2], int_text(c), id)
-        redis.call('ZADD', KEYS[1], ms_text(tm), id)
+        redis.call('ZADD', K[2], int_text(c), id)
+        redis.call('ZADD', K[1], ms_text(tm), id)
         touch(kttl, lease, false)
         return packed(1, 0, limit, ev, hcap, hdelay, hoff, 1, now, owned - 1, klimit, kdelay)
       end
       -- No counter under a live entry: not this script's to judge; undo
       -- the INCR and release.
-      redis.call('DEL', KEYS[3])
+      redis.call('DEL', K[3])
     end
   end
 end
@@ -145,20 +146,20 @@ if owned > limit then
   now = now or now_ms()
   local _, size = prune(now, lease, ttl, owned)
   wait = math.max(wait, next_at() - now)
-  local rank = redis.call('ZRANK', KEYS[2], id)
-  removed = redis.call('ZREM', KEYS[1], id)
-  redis.call('ZREM', KEYS[2], id)
+  local rank = redis.call('ZRANK', K[2], id)
+  removed = redis.call('ZREM', K[1], id)
+  redis.call('ZREM', K[2], id)
   if rank and rank < limit and size > limit then
     -- Everyone in the first limit places is told, not only the one that
     -- moved up behind the removed entry: the limit may be higher than when
     -- they were last told (a cap that recovers, a looser rule), which puts
     -- more than one of them there for the first time.
-    front = redis.call('ZRANGE', KEYS[2], '0', int_text(limit - 1))
+    front = redis.call('ZRANGE', K[2], '0', int_text(limit - 1))
     tell(front, limit .. ' ' .. wait, tail_base(ARGV[3], adaptive))
   end
 else
-  removed = redis.call('ZREM', KEYS[1], id)
-  redis.call('ZREM', KEYS[2], id)
+  removed = redis.call('ZREM', K[1], id)
+  redis.call('ZREM', K[2], id)
 end
 local out = packed(removed, wait, limit, ev, hcap, hdelay, hoff, 0, 0, 0, 0, 0)
 if front then

@@ -36,8 +36,7 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 	id := l.hub.newID()
 	sent := l.opts.now()()
 	args := l.acquireArgs(id, rule, false)
-	ks := l.ruleKeys(k, rule)
-	cmd := acquireScript.Queue(ctx, l.fn, pipe, ks, args...)
+	cmd := acquireScript.Queue(ctx, l.fn, pipe, k.call(), args...)
 	return sync.OnceValues(func() (*Permit, error) {
 		v, err := scriptInts(cmd.Text())
 		switch {
@@ -45,7 +44,7 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 			err = errNotExecuted
 		case luafn.Missing(err):
 			sent = l.opts.now()()
-			v, err = scriptInts(acquireScript.Rerun(ctx, l.fn, ks, args...).Text())
+			v, err = scriptInts(acquireScript.Rerun(ctx, l.fn, k.call(), args...).Text())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
@@ -106,8 +105,7 @@ func (p *Permit) KeepOn(ctx context.Context, pipe redis.Pipeliner, next Rule) (r
 		return p.ReleaseOn(ctx, pipe), l.TryAcquireRuleOn(ctx, pipe, p.k.site, next)
 	}
 	sent := l.opts.now()()
-	ks, args := l.keepArgs(k, p.id, p.rule, next, p.recorded())
-	reply := l.releaseOn(ctx, pipe, ks, args, func() { sent = l.opts.now()() })
+	reply := l.releaseOn(ctx, pipe, k, l.keepArgs(p.id, p.rule, next, p.recorded()), func() { sent = l.opts.now()() })
 	released = sync.OnceValue(func() error {
 		v, err := reply()
 		return p.settle(l.left(k, p.rule, v, err))
