@@ -298,3 +298,19 @@ func (s *Script) Is(cmd redis.Cmder) bool {
 	}
 	return false
 }
+
+// Slotless reports whether c's keys stay on one server while in use: a
+// single node (a *redis.Client, Sentinel's failover client included) or a
+// *redis.Ring, which places a key by its hash tag and never moves it. A
+// script there may be given one key and make the names of the others in
+// its hash tag itself, saving Redis a string a key. On a Redis Cluster (or
+// a client this package does not know) it must be given every key it
+// touches: while a slot migrates, Redis keeps a script from running half
+// on either node (TRYAGAIN) only for the keys it declares.
+func Slotless(c redis.Cmdable) bool {
+	switch c.(type) {
+	case *redis.Client, *redis.Ring:
+		return true
+	}
+	return false
+}

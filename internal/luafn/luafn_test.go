@@ -330,3 +330,23 @@ func TestBadNames(t *testing.T) {
 	}()
 	testLib().Script("none")
 }
+
+// Only clients whose keys never move may name a script's keys from one.
+func TestSlotless(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer r.Close()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer cc.Close()
+	if !Slotless(c) || !Slotless(r) {
+		t.Error("a single node or a Ring counted as keys that move")
+	}
+	if Slotless(cc) {
+		t.Error("a Cluster counted as keys that never move")
+	}
+	var u redis.UniversalClient = cc
+	if Slotless(u) {
+		t.Error("a Cluster behind an interface counted as keys that never move")
+	}
+}
