@@ -1,7 +1,7 @@
 -- common.lua: the shard state and its rules, prepended to add.lua, next.lua,
 -- settle.lua and hold.lua (not run on its own). Every script of a shard
--- works on the same keys, all in the shard's hash tag; it is passed only
--- the first and makes the others' names (begin):
+-- works on the same keys, all in the shard's hash tag; it is passed the
+-- first, or all of them on a Cluster, and makes the others' names (begin):
 -- K[1] ready    ZSET site -> server ms from which it may be tried; only sites
 --                  with URLs queued; PARKED for a site at its cap (whose
 --                  queue may have run out: take does not ask)
@@ -468,19 +468,24 @@ local function own_nums(n)
 end
 
 -- KEY_NAMES are the shard's keys after the ready set, as shard.go names
--- them. A call passes only the ready set (K[1], which routes it on a
--- Cluster) and the base (ARGV[1]); begin makes the others here, once a
--- base (shard_keys: a library's locals outlive a call), where each key
--- passed costs Redis a string for the call, some 1,400 instructions
--- (measured under callgrind). Like the queues and seen buckets, they are
--- in the shard's hash tag, the ready set's slot.
+-- them. Where keys never move (a single node, a Ring: luafn.Slotless) a
+-- call passes only the ready set (KEYS[1]) and the base (ARGV[1]); begin
+-- makes the others here, once a base (shard_keys: a library's locals
+-- outlive a call), where each key passed costs Redis a string for the
+-- call, some 1,400 instructions (measured under callgrind). Like the
+-- queues and seen buckets, they are in the shard's hash tag. On a Cluster
+-- a call passes all six, so that a slot in migration refuses the call
+-- (TRYAGAIN) rather than let it run half on either node.
 local KEY_NAMES = {'inflight', 'counts', 'fly', 'rules', 'after'}
 local keys_of, nkeys_of = {}, 0 -- at most 256 bases (shards), then afresh
 
-local function shard_keys(b, ready)
+local function shard_keys(b, ks)
+  if ks[2] then
+    return ks -- all of them given (a Cluster)
+  end
   local k = keys_of[b]
   if not k then
-    k = {ready}
+    k = {ks[1]}
     for i = 1, #KEY_NAMES do
       k[i + 1] = b .. KEY_NAMES[i]
     end
@@ -496,7 +501,7 @@ end
 -- K among it (shard_keys).
 local function begin()
   base = ARGV[1]
-  K = shard_keys(base, KEYS[1])
+  K = shard_keys(base, KEYS)
   ttl, vis, defcap, limit, refresh, park = nums(ARGV[2], 6)
   delta, rules = {}, {}
   clock, clock_t, clock_text, back, handon, owed, held = nil, nil, nil, nil, nil, nil, nil

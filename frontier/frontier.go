@@ -291,6 +291,8 @@ type Frontier struct {
 	comb combiner
 	// nonce is the process's part of its takes' ids (takeID).
 	nonce string
+	// oneKey: a shard call names only the ready set (luafn.Slotless).
+	oneKey bool
 }
 
 // New returns the Frontier of crawl opts.Crawl on rdb. If opts.Prefix or
@@ -302,7 +304,7 @@ type Frontier struct {
 // wrapper): the frontier, List and Delete recognise it by its type to
 // send each master its part and to SCAN every master.
 func New(rdb redis.Cmdable, opts *Options) *Frontier {
-	f := &Frontier{rdb: rdb, fn: lib.On(rdb), o: opts.get(), nonce: newNonce()}
+	f := &Frontier{rdb: rdb, fn: lib.On(rdb), o: opts.get(), nonce: newNonce(), oneKey: luafn.Slotless(rdb)}
 	if err := keyname.Check("prefix", f.o.Prefix); err != nil {
 		f.err = fmt.Errorf("frontier: options: %w", err)
 	} else if err := keyname.Check("crawl name", f.o.Crawl); err != nil {

@@ -269,8 +269,13 @@ type call struct {
 // newCall is a call of script on sh with ARGV args(sh, own, more...).
 func (f *Frontier) newCall(script *luafn.Script, sh *shard, own []float64, more ...any) *call {
 	args, keeps := f.args(sh, own, more...)
-	// Only the ready set: common.lua makes the others' names (begin).
-	return &call{script: script, keys: sh.keys[:1], args: args, sh: sh, keeps: keeps}
+	// Where keys never move, only the ready set: common.lua makes the
+	// others' names (begin). On a Cluster every one (luafn.Slotless).
+	keys := sh.keys
+	if f.oneKey {
+		keys = keys[:1]
+	}
+	return &call{script: script, keys: keys, args: args, sh: sh, keeps: keeps}
 }
 
 // failed notes that c did not run (or its answer was lost): if it was to

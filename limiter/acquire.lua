@@ -15,7 +15,7 @@
 -- 4 contended (ModeLocked holds the site lock: retry after wait ms), 6 young
 -- (the node may have lost permits in a restart: nothing written, retry after
 -- wait ms).
-K = site_keys(KEYS[1])
+K = site_keys(KEYS)
 local id = ARGV[1]
 local limit, lease, ttl, join, need, delay, rulems, adaptive = nums(ARGV[2], 8)
 local now, tm = now_ms()

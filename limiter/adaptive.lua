@@ -1,5 +1,6 @@
 -- adaptive.lua: the site's health and its controller, prepended to the
--- scripts (not run on its own). Used only when adaptive politeness is on.
+-- scripts (not run on its own). Used only when adaptive politeness is on,
+-- but for tail_base, which every release that wakes waiters calls.
 --
 --   K[6] health  STRING  the site's health record: a version byte (2)
 --                           and 20 little-endian doubles (struct.pack
@@ -104,7 +105,7 @@ end
 -- tail_base is the wake-up channels' base in release.lua's ARGV[3] s: past
 -- the parameters with adaptive politeness (adaptive 1), the whole of s
 -- without. Kept, as the parameters are, for the next call with the same s.
-local PARAMS_LEN = 14 * 8
+local PARAMS_LEN = 14 * 8 -- Adaptive.params's length (TestParamsLenMatchesLua)
 local base_of, base_on, base_text
 local function tail_base(s, adaptive)
   if s ~= base_of or adaptive ~= base_on then

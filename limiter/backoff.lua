@@ -3,7 +3,7 @@
 -- KEYS[1] and K: see common.lua (uses K[5], next).
 -- ARGV[1] backoff ms   ARGV[2] lease ms
 -- Returns the server ms before which no permit will be granted.
-K = site_keys(KEYS[1])
+K = site_keys(KEYS)
 local _, now = server_ms()
 local want = now + tonumber(ARGV[1])
 local nxt = next_at()

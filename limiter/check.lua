@@ -11,7 +11,7 @@
 -- ms, cap, extra delay ms: the rule applied (the ceiling's) and the health's effective
 -- cap (0: not reduced) and extra delay, which tighten it; state 1 granted, 2 queued,
 -- 5 lost (the entry's lease had run out, or it was released).
-K = site_keys(KEYS[1])
+K = site_keys(KEYS)
 local id = ARGV[1]
 local limit, lease, ttl, ceil, delay, rulems, adaptive = nums(ARGV[2], 7)
 local now, tm = now_ms()

@@ -1,9 +1,10 @@
 -- common.lua: helpers prepended to every limiter script (not run on its own).
 -- Every script works on the same keys, all hash-tagged with the site so they
--- share one Redis Cluster slot; it is passed only the first (which routes
--- it on a Cluster) and makes the others' names, its first statement being
--- K = site_keys(KEYS[1]); the scripts read K, never KEYS, which a script
--- run by EVAL may not replace (Redis 7 makes its globals read-only):
+-- share one Redis Cluster slot. Where keys never move (a single node, a
+-- Ring) it is passed only the first, on a Cluster all of them (keys.go
+-- keyArgs says why), and its first statement is K = site_keys(KEYS); the
+-- scripts read K, never KEYS, which a script run by EVAL may not replace
+-- (Redis 7 makes its globals read-only):
 --   K[1] holders  ZSET   member = entry id, score = server ms of last acquire/heartbeat
 --   K[2] owners   ZSET   member = entry id, score = counter value (fair order)
 --   K[3] counter  STRING INCR counter
@@ -31,8 +32,13 @@ local SITE_KEYS = {'owners', 'counter', 'lock', 'next', 'health', 'rules'}
 -- starts afresh.
 local keys_of, nkeys_of = {}, 0
 
--- site_keys is the KEYS list above for the site whose holders key is h.
-local function site_keys(h)
+-- site_keys is the K list above from the call's KEYS ks: ks itself when
+-- it has them all, else made from holders' name, ks[1].
+local function site_keys(ks)
+  if ks[2] then
+    return ks
+  end
+  local h = ks[1]
   local k = keys_of[h]
   if not k then
     local b = string.sub(h, 1, -8) -- past "holders"

@@ -28,10 +28,17 @@ func (k keys) all() []string {
 	return []string{k.holders, k.owners, k.counter, k.lock, k.next, k.health, k.rules}
 }
 
-// call is the KEYS a script call takes: holders alone, which routes the
-// call on a Cluster (every name carries the site's hash tag). The scripts
-// make the other names from it (common.lua site_keys): a key passed is a
-// string Redis makes for the call, some 1,400 instructions each.
-func (k keys) call() []string {
-	return []string{k.holders}
+// keyArgs is the KEYS a script call takes. Where keys never move (a
+// single node, a Ring: luafn.Slotless), holders alone: the scripts make
+// the other names from it (common.lua site_keys), where a key passed is a
+// string Redis makes for the call, some 1,400 instructions each. On a
+// Cluster every key, because while a slot migrates Redis refuses a script
+// that would run half on either node (TRYAGAIN, which the client retries)
+// only for the keys it declares: given holders alone, a check could find
+// holders moved and owners not yet, and drop a live entry.
+func (l *Limiter) keyArgs(k keys) []string {
+	if l.oneKey {
+		return []string{k.holders}
+	}
+	return k.all()
 }

@@ -96,6 +96,8 @@ type Limiter struct {
 	// channels' base (hub.base); one string, the same on every call.
 	tail  string
 	views views // the sites this process last saw reduced (AdaptStats)
+	// oneKey: a script call names holders alone (keyArgs).
+	oneKey bool
 }
 
 // New returns a Limiter on rdb (a single node, Sentinel or Cluster client).
@@ -111,7 +113,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Limiter {
 		}
 		opts = &o
 	}
-	l := &Limiter{rdb: rdb, fn: lib.On(rdb), opts: opts, hub: newHub(rdb, opts.prefix()), err: opts.check()}
+	l := &Limiter{rdb: rdb, fn: lib.On(rdb), opts: opts, hub: newHub(rdb, opts.prefix()), err: opts.check(), oneKey: luafn.Slotless(rdb)}
 	if a := opts.adaptive(); a.on() {
 		l.adaptive, l.tail = true, a.params()
 	}
@@ -271,7 +273,7 @@ func (l *Limiter) enter(ctx context.Context, k keys, id string, rule Rule, queue
 
 func (l *Limiter) enterAtomic(ctx context.Context, k keys, id string, rule Rule, queue bool) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := scriptInts(acquireScript.Run(ctx, l.fn, k.call(), l.acquireArgs(id, rule, queue)...).Text())
+	v, err := scriptInts(acquireScript.Run(ctx, l.fn, l.keyArgs(k), l.acquireArgs(id, rule, queue)...).Text())
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
 	}
@@ -293,7 +295,7 @@ func (l *Limiter) acquireArgs(id string, rule Rule, queue bool) []any {
 // under rule, tightened by the site's ceiling when rule.From is set.
 func (l *Limiter) check(ctx context.Context, k keys, id string, rule Rule) (outcome, error) {
 	sent := l.opts.now()()
-	v, err := scriptInts(checkScript.Run(ctx, l.fn, k.call(), id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)),
+	v, err := scriptInts(checkScript.Run(ctx, l.fn, l.keyArgs(k), id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(l.keyTTL(rule)),
 		ceiled(rule), msn(rule.Delay), msn(l.opts.ruleMemory()), bit(l.adaptive))).Text())
 	if err != nil {
 		return outcome{}, fmt.Errorf("limiter: check %s: %w", k.site, err)
@@ -313,7 +315,7 @@ func ceiled(rule Rule) float64 {
 // removal lets in are told over pub/sub; those in this process are also told
 // here at once, which saves them the trip through Redis.
 func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held bool, out Outcome) (bool, error) {
-	v, err := releaseScript.Run(ctx, l.fn, k.call(), l.leaveArgs(id, rule, held, out)...).Text()
+	v, err := releaseScript.Run(ctx, l.fn, l.keyArgs(k), l.leaveArgs(id, rule, held, out)...).Text()
 	return l.left(k, rule, v, err)
 }
 

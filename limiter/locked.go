@@ -66,7 +66,7 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 
 	pipe := l.rdb.Pipeline()
 	set := pipe.SetArgs(ctx, k.lock, token, redis.SetArgs{Mode: "NX", Get: true, TTL: l.opts.lockTTL()})
-	run := lockedScript.Queue(ctx, l.fn, pipe, k.call(), args...)
+	run := lockedScript.Queue(ctx, l.fn, pipe, l.keyArgs(k), args...)
 	pipe.Exec(ctx) // each command's outcome is read from it
 	holder, serr := set.Result()
 	// Ours: the SET took it, or a retried pipeline's SET found it taken by
@@ -74,7 +74,7 @@ func (l *Limiter) lockBatch(ctx context.Context, k keys, ts []*ticket) (outs []o
 	won := errors.Is(serr, redis.Nil) || (serr == nil && holder == token)
 	v, err := run.Int64Slice()
 	if won && luafn.Missing(err) {
-		v, err = lockedScript.Rerun(ctx, l.fn, k.call(), args...).Int64Slice()
+		v, err = lockedScript.Rerun(ctx, l.fn, l.keyArgs(k), args...).Int64Slice()
 	}
 	switch {
 	case err == nil && len(v) > 0 && v[0] != 0:

@@ -24,7 +24,7 @@
 -- cap (0: not reduced) and extra delay ms (adaptive.lua)}. With
 -- contributors, their rules are recorded first and the ceiling is what every
 -- rule with a contributor applies.
-K = site_keys(KEYS[1])
+K = site_keys(KEYS)
 local lease, ttl, need, m, rulems, adaptive = nums(ARGV[2], 6)
 local got
 if adaptive == 1 then

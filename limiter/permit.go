@@ -305,7 +305,7 @@ func (p *Permit) ReleaseOn(ctx context.Context, pipe redis.Pipeliner) (after fun
 // have the script, the reply runs it alone, calling rerun (if not nil)
 // just before.
 func (l *Limiter) releaseOn(ctx context.Context, pipe redis.Pipeliner, k keys, args []any, rerun func()) func() (string, error) {
-	cmd := releaseScript.Queue(ctx, l.fn, pipe, k.call(), args...)
+	cmd := releaseScript.Queue(ctx, l.fn, pipe, l.keyArgs(k), args...)
 	return sync.OnceValues(func() (string, error) {
 		v, err := cmd.Text()
 		switch {
@@ -317,7 +317,7 @@ func (l *Limiter) releaseOn(ctx context.Context, pipe redis.Pipeliner, k keys, a
 			if rerun != nil {
 				rerun()
 			}
-			v, err = releaseScript.Rerun(ctx, l.fn, k.call(), args...).Text()
+			v, err = releaseScript.Rerun(ctx, l.fn, l.keyArgs(k), args...).Text()
 		}
 		return v, err
 	})

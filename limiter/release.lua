@@ -41,7 +41,7 @@
 -- (0s when not); then the ids published, separated by spaces
 -- so that the releaser can also wake waiters in its own process at once,
 -- before the message reaches it.
-K = site_keys(KEYS[1])
+K = site_keys(KEYS)
 local id = ARGV[1]
 local limit, lease, delay, held, ttl, ceil, rulems, adaptive, cls, ttfb, ttlb, jit, keep, klimit, kdelay, kttl =
   nums(ARGV[2], 16)

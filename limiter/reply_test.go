@@ -1,7 +1,9 @@
 package limiter
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/polite-crawler/polite/internal/luanums"
@@ -31,5 +33,15 @@ func TestReleaseReplyReadsNumbersAndIDs(t *testing.T) {
 		if _, _, err := releaseReply(torn); err == nil {
 			t.Errorf("a reply of %d bytes read as a release", len(torn))
 		}
+	}
+}
+
+// release.lua's tail_base cuts the wake-up channels' base from behind the
+// controller's parameters at PARAMS_LEN: it must be their length, or
+// every wake-up goes to a wrong channel (and waiters only poll).
+func TestParamsLenMatchesLua(t *testing.T) {
+	n := len((&Adaptive{}).params())
+	if want := fmt.Sprintf("local PARAMS_LEN = %d * 8", n/8); n%8 != 0 || !strings.Contains(adaptiveLua, want) {
+		t.Fatalf("Adaptive.params is %d bytes; adaptive.lua lacks %q", n, want)
 	}
 }

@@ -25,7 +25,7 @@ func (l *Limiter) Backoff(ctx context.Context, site string, d time.Duration) err
 	if d <= 0 {
 		return nil
 	}
-	if err := backoffScript.Run(ctx, l.fn, k.call(), ms(min(d, MaxDelay)), ms(l.opts.lease())).Err(); err != nil {
+	if err := backoffScript.Run(ctx, l.fn, l.keyArgs(k), ms(min(d, MaxDelay)), ms(l.opts.lease())).Err(); err != nil {
 		return fmt.Errorf("limiter: backoff %s: %w", site, err)
 	}
 	return nil
@@ -61,7 +61,7 @@ func (l *Limiter) Status(ctx context.Context, site string, limit int) (SiteStatu
 	if err != nil {
 		return SiteStatus{}, err
 	}
-	v, err := statusScript.Run(ctx, l.fn, k.call(), ms(l.opts.lease())).Slice()
+	v, err := statusScript.Run(ctx, l.fn, l.keyArgs(k), ms(l.opts.lease())).Slice()
 	if err == nil && len(v) != 4 {
 		err = fmt.Errorf("script returned %d values", len(v))
 	}

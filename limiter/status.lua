@@ -3,7 +3,7 @@
 -- Returns {live entries (holders and waiters), ms until the next grant may
 -- start (0 if none pending), the health record (adaptive.lua) or '' if none,
 -- the server ms}.
-K = site_keys(KEYS[1])
+K = site_keys(KEYS)
 local now = now_ms()
 local live = redis.call('ZCOUNT', K[1], '(' .. (now - tonumber(ARGV[1])), '+inf')
 local got = redis.call('MGET', K[5], K[6])

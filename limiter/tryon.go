@@ -36,7 +36,7 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 	id := l.hub.newID()
 	sent := l.opts.now()()
 	args := l.acquireArgs(id, rule, false)
-	cmd := acquireScript.Queue(ctx, l.fn, pipe, k.call(), args...)
+	cmd := acquireScript.Queue(ctx, l.fn, pipe, l.keyArgs(k), args...)
 	return sync.OnceValues(func() (*Permit, error) {
 		v, err := scriptInts(cmd.Text())
 		switch {
@@ -44,7 +44,7 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 			err = errNotExecuted
 		case luafn.Missing(err):
 			sent = l.opts.now()()
-			v, err = scriptInts(acquireScript.Rerun(ctx, l.fn, k.call(), args...).Text())
+			v, err = scriptInts(acquireScript.Rerun(ctx, l.fn, l.keyArgs(k), args...).Text())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("limiter: acquire %s: %w", k.site, err)
@@ -111,20 +111,21 @@ func (p *Permit) KeepOn(ctx context.Context, pipe redis.Pipeliner, next Rule) (r
 		return p.settle(l.left(k, p.rule, v, err))
 	})
 	kept = sync.OnceValues(func() (*Permit, error) {
+		// release.lua's numbers: the health's cap and extra delay at 4
+		// and 5, then kept, server ms, rank, limit and delay ms at 7 to 11.
 		v, err := reply()
+		var n []int64
+		if err == nil {
+			n, _, err = releaseReply(v)
+		}
 		if err != nil {
-			// The slot may be kept with nobody to use it (a lost reply):
-			// remove the entry (nothing, if the release ran), starting
-			// the crawl delay as a release (never shortening one).
+			// The slot may be kept with nobody to use it (a lost or
+			// unreadable reply): remove the entry (nothing, if the
+			// release ran), starting the crawl delay as a release (never
+			// shortening one).
 			ctx, cancel := releaseCtx(ctx)
 			defer cancel()
 			_, _ = l.leave(ctx, k, p.id, p.rule, true, Outcome{})
-			return nil, fmt.Errorf("limiter: keep %s: %w", k.site, err)
-		}
-		// release.lua's numbers: the health's cap and extra delay at 4
-		// and 5, then kept, server ms, rank, limit and delay ms at 7 to 11.
-		n, _, err := releaseReply(v)
-		if err != nil {
 			return nil, fmt.Errorf("limiter: keep %s: %w", k.site, err)
 		}
 		if n[7] != 1 {
