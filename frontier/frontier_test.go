@@ -406,12 +406,10 @@ func TestScriptsWithoutFunctionsOnRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(own.Close)
-	admin := own.Client()
-	t.Cleanup(func() { admin.Close() })
-	if err := admin.Do(ctx, "ACL", "SETUSER", "nofn", "on", ">pw", "~*", "&*", "+@all", "-function").Err(); err != nil {
+	rdb, err := own.ClientAs(ctx, "nofn", "-function")
+	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: own.Addr, Username: "nofn", Password: "pw"})
 	t.Cleanup(func() { rdb.Close() })
 	f := New(rdb, &Options{Crawl: "nofn"})
 	if f.fn.Functions(ctx) {

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/polite-crawler/polite/internal/redistest"
 )
 
@@ -26,10 +24,10 @@ func TestScriptsWithoutFunctionsOnRedis(t *testing.T) {
 	t.Cleanup(own.Close)
 	admin := own.Client()
 	t.Cleanup(func() { admin.Close() })
-	if err := admin.Do(ctx, "ACL", "SETUSER", "nofn", "on", ">pw", "~*", "&*", "+@all", "-function").Err(); err != nil {
+	rdb, err := own.ClientAs(ctx, "nofn", "-function")
+	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: own.Addr, Username: "nofn", Password: "pw"})
 	t.Cleanup(func() { rdb.Close() })
 	forModes(t, func(t *testing.T, mode Mode) {
 		l := newLimiter(t, rdb, Options{Mode: mode, NoRestartGuard: true})

@@ -69,11 +69,9 @@ func ownServer(t *testing.T, ctx context.Context, user string, rules ...any) (ad
 	t.Cleanup(own.Close)
 	admin = own.Client()
 	t.Cleanup(func() { admin.Close() })
-	setuser := append([]any{"ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all"}, rules...)
-	if err := admin.Do(ctx, setuser...).Err(); err != nil {
+	if as, err = own.ClientAs(ctx, user, rules...); err != nil {
 		t.Fatal(err)
 	}
-	as = redis.NewClient(&redis.Options{Addr: own.Addr, Username: user, Password: "pw"})
 	t.Cleanup(func() { as.Close() })
 	return admin, as
 }

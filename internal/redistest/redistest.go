@@ -227,6 +227,20 @@ func (s *Server) Client() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: s.Addr, TLSConfig: s.tls})
 }
 
+// ClientAs makes user on the server (ACL SETUSER: on, password "pw", all
+// keys and channels, all commands, then rules, which may take some away,
+// such as "-function") and returns a new client logged in as it; the
+// caller closes it.
+func (s *Server) ClientAs(ctx context.Context, user string, rules ...any) (*redis.Client, error) {
+	admin := s.Client()
+	defer admin.Close()
+	setuser := append([]any{"ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all"}, rules...)
+	if err := admin.Do(ctx, setuser...).Err(); err != nil {
+		return nil, fmt.Errorf("redistest: ACL SETUSER %s: %w", user, err)
+	}
+	return redis.NewClient(&redis.Options{Addr: s.Addr, TLSConfig: s.tls, Username: user, Password: "pw"}), nil
+}
+
 // Close stops the server (SIGTERM, then SIGKILL after 5 s) and removes its
 // directory. It is safe to call more than once.
 func (s *Server) Close() {

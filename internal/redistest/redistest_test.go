@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,29 @@ func TestStartAndClose(t *testing.T) {
 	s.Close() // idempotent
 	if _, err := net.DialTimeout("tcp", s.Addr, time.Second); err == nil {
 		t.Fatal("server still accepts connections after Close")
+	}
+}
+
+// ClientAs logs in as a user with all commands but those its rules take
+// away.
+func TestClientAs(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := s.ClientAs(ctx, "noping", "-ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if who, err := c.Do(ctx, "ACL", "WHOAMI").Text(); err != nil || who != "noping" {
+		t.Fatalf("ACL WHOAMI: %q, %v", who, err)
+	}
+	if err := c.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("PING as a user without it: %v, want NOPERM", err)
 	}
 }
 
