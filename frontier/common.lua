@@ -40,9 +40,9 @@
 -- locals live from one call to the next. So a call's own state (the
 -- arguments below, what it has read and owes) is set by begin, every
 -- script's first statement.
--- K is the call's keys, KEYS[1] and the names made from it (begin): the
--- scripts read K, never KEYS, which a script run by EVAL may not replace
--- (Redis 7 makes its globals read-only).
+-- K is the call's keys (begin: KEYS as given on a Cluster, else KEYS[1]
+-- and the names made from it): the scripts read K, never KEYS, which a
+-- script run by EVAL may not replace (Redis 7 makes its globals read-only).
 local K
 local PARKED = 1e15
 local park
