@@ -143,6 +143,10 @@ local function tell(ids, head, base)
     table.insert(by[ch], v)
   end
   for _, ch in ipairs(chans) do
-    redis.call('PUBLISH', ch, head .. ' ' .. table.concat(by[ch], ' '))
+    -- pcall: an ACL that denies the user the channel (Redis 7's default
+    -- for a new user: no channels) fails the PUBLISH, not the release,
+    -- whose entry is gone already; the waiters then find their turn by
+    -- their poll (Limiter.CheckWakeups says so).
+    redis.pcall('PUBLISH', ch, head .. ' ' .. table.concat(by[ch], ' '))
   end
 end

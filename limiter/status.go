@@ -107,6 +107,23 @@ func (s *SiteStatus) health(raw string, now int64, limit int) {
 	s.Window = Outcomes{OK: int(n[8]), Throttled: int(n[9]), ServerErrors: int(n[10]), Timeouts: int(n[11]), ConnErrors: int(n[12])}
 }
 
+// CheckWakeups reports whether Redis carries this Limiter's wake-up
+// messages: nil when the user may publish on its channel (an empty message,
+// which its waiters ignore), Redis's refusal (an ACL without the channels
+// under Options.Prefix answers NOPERM: redis.HasErrorPrefix) or another
+// error otherwise. Without wake-ups nothing fails, but a waiter learns that
+// a permit freed only at its next poll (Options.Poll) instead of at once.
+// A Ring carries none (its waiters always poll): nil.
+func (l *Limiter) CheckWakeups(ctx context.Context) error {
+	if _, ring := l.rdb.(*redis.Ring); ring {
+		return nil
+	}
+	if err := l.rdb.Publish(ctx, l.hub.ch, "").Err(); err != nil {
+		return fmt.Errorf("limiter: PUBLISH on the wake-up channel %s: %w", l.hub.ch, err)
+	}
+	return nil
+}
+
 // GuardLeft is how long Redis will still grant nothing for a site it has no
 // state for, under a rule without a crawl delay, because it started less
 // than a lease ago (the restart guard; see Options.NoRestartGuard). It is 0

@@ -125,6 +125,52 @@ func wantWoken(t *testing.T, got <-chan error, lost string) {
 	}
 }
 
+// A Redis user without the channels under the prefix (Redis 7's default
+// for a new user) cannot carry wake-ups: CheckWakeups says so (NOPERM), and
+// a release that would publish one still succeeds, having let the waiter
+// of another process in, which finds its turn by its poll. A user with the
+// channels passes the check.
+func TestReleaseWithoutChannels(t *testing.T) {
+	ctx := ctxT(t)
+	own, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(own.Close)
+	client := func(user string, rules ...any) *redis.Client {
+		rdb, err := own.ClientAs(ctx, user, rules...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rdb.Close() })
+		return rdb
+	}
+	forModes(t, func(t *testing.T, mode Mode) {
+		opts := Options{Mode: mode, Lease: 30 * time.Second, Poll: 100 * time.Millisecond, NoRestartGuard: true}
+		if err := newLimiter(t, client("chan"), opts).CheckWakeups(ctx); err != nil {
+			t.Errorf("a user with every channel: %v", err)
+		}
+		a := newLimiter(t, client("nochan", "resetchannels"), opts)
+		opts.Prefix = a.opts.prefix()
+		b := newLimiter(t, client("nochan", "resetchannels"), opts)
+		if err := b.CheckWakeups(ctx); !redis.HasErrorPrefix(errors.Unwrap(err), "NOPERM") {
+			t.Errorf("CheckWakeups for a user without channels: %v, want Redis's NOPERM", err)
+		}
+		const site = "nochan.example"
+		p, err := a.Acquire(ctx, site, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := waiter(ctx, b, site, 1)
+		waitFor(t, "b to queue", func() bool { _, o := members(t, a.rdb, a, site); return len(o) == 2 })
+		if err := p.Release(ctx); err != nil {
+			t.Fatalf("a release whose wake-up Redis refuses: %v", err)
+		}
+		wantWoken(t, got, "b was not let in by its poll")
+		wantNoEntries(t, a.rdb, a, site, "after the hand-off")
+	})
+}
+
 // spyOn subscribes a client of its own to channels and returns once Redis
 // has confirmed each; it is closed when the test ends.
 func spyOn(t *testing.T, ctx context.Context, channels ...string) *redis.PubSub {

@@ -211,6 +211,41 @@ func TestSeedKeyPermission(t *testing.T) {
 	}
 }
 
+// A Redis user who may use the keys under --prefix but not its channels
+// (Redis 7 gives a new user none unless told) is warned at the start that
+// waiters will poll, with the ACL rule that fixes it; one who may is not.
+func TestWakeupChannelsRefused(t *testing.T) {
+	ctx := context.Background()
+	cfg := settings(t)
+	for _, c := range []struct {
+		user, channels string
+		warn           bool
+	}{{"assemble-nochan", "resetchannels", true}, {"assemble-chan", "&" + cfg.Prefix + ":*", false}} {
+		admin := srv.Client()
+		defer admin.Close()
+		if err := admin.Do(ctx, "ACL", "SETUSER", c.user, "on", ">pw", "~"+cfg.Prefix+":*", "resetchannels", c.channels, "+@all").Err(); err != nil {
+			t.Fatal(err)
+		}
+		defer admin.Do(ctx, "ACL", "DELUSER", c.user)
+		cfg.Redis = "redis://" + c.user + ":pw@" + srv.Addr
+		rdb, err := cfg.Connect(ctx, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdb.Close()
+		var logs syncBuffer
+		cr, err := New(ctx, rdb, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr.Close()
+		want := "Redis refuses the limiter's wake-up channels"
+		if got := strings.Contains(logs.String(), want) && strings.Contains(logs.String(), "&"+cfg.Prefix+":*"); got != c.warn {
+			t.Errorf("user with %s: warned %v, want %v; log:\n%s", c.channels, got, c.warn, logs.String())
+		}
+	}
+}
+
 // New fails on a taken --metrics-addr, naming the setting, and on an
 // --out it cannot open, after the WARC directory, which it closes again.
 func TestNewFails(t *testing.T) {

@@ -18,7 +18,8 @@ import (
 // adaptive politeness as cfg says; a permit that cannot be refreshed stops
 // its download early enough (fetch.AbortGrace) for the site to notice
 // before Redis hands the slot on. It logs whether Redis's restart guard
-// holds permits back, or cannot be read.
+// holds permits back, or cannot be read, and whether Redis refuses the
+// wake-up channels.
 func newLimiter(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, log *slog.Logger) (*limiter.Limiter, error) {
 	mode, err := limiter.ParseMode(cfg.Semaphore)
 	if err != nil {
@@ -31,6 +32,9 @@ func newLimiter(ctx context.Context, rdb redis.UniversalClient, cfg *config.Conf
 		log.Warn("cannot read Redis's uptime, so the restart guard is off: a Redis restarted empty may hand out permits still held (let the Redis user run INFO)", "err", err)
 	case left > 0:
 		log.Info("Redis started less than a lease ago: no permits until the restart guard ends", "in", left)
+	}
+	if err := lim.CheckWakeups(ctx); redis.HasErrorPrefix(err, "NOPERM") {
+		log.Warn("Redis refuses the limiter's wake-up channels: a worker waiting for a site's permit learns that one freed only at its next poll, not at once (let the Redis user use the channels under --prefix: &"+cfg.Prefix+":*)", "err", err)
 	}
 	return lim, nil
 }
