@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/polite-crawler/polite/internal/redisacl"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -75,13 +76,9 @@ func (c *Config) caPool() (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// KeyPermHint names the likely cause of an error Redis answered with NOPERM
-// (its ACL refused a command or a key, matched by redis.HasErrorPrefix, also
-// when wrapped): the user may not use keys under --prefix. For every other
-// error, and nil, it returns "".
-func (c *Config) KeyPermHint(err error) string {
-	if !redis.HasErrorPrefix(err, "NOPERM") {
-		return ""
-	}
-	return "the Redis user may not use keys under --prefix " + c.Prefix
+// PermHint names what the Redis user lacks when err is its ACL refusing a
+// key or channel under --prefix or a command (redisacl.Hint), also when
+// wrapped; for every other error, and nil, it returns "".
+func (c *Config) PermHint(err error) string {
+	return redisacl.Hint(err, c.Prefix)
 }

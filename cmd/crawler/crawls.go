@@ -35,11 +35,12 @@ unless --force, and exits 1 for a crawl that does not exist. Only --redis*, --pr
 `
 
 // runCrawls lists the crawls under --prefix with their state.
-func runCrawls(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runCrawls(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	cfg, fs, err := loadConfig("crawls", args, stderr, crawlsUsage)
 	if err != nil {
 		return err
 	}
+	defer func() { err = withPermHint(cfg, err) }()
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
@@ -189,4 +190,13 @@ func loadConfigExtra(name string, args []string, stderr io.Writer, extra func(fs
 	}
 	warnUnknownEnv(cfg, stderr)
 	return cfg, fs, nil
+}
+
+// withPermHint is err with what the Redis user lacks when Redis's ACL
+// refused it (config.Config.PermHint).
+func withPermHint(cfg *config.Config, err error) error {
+	if hint := cfg.PermHint(err); hint != "" {
+		return fmt.Errorf("%w (%s)", err, hint)
+	}
+	return err
 }

@@ -25,11 +25,12 @@ with queued URLs the permit limit, holders, waiters and backlog. Only --redis*, 
 
 // runStatus wires crawler status: settings → Redis → the crawl's counts
 // and limits, then a row per site with queued URLs (writeSites).
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	cfg, fs, err := loadConfig("status", args, stderr, statusUsage)
 	if err != nil {
 		return err
 	}
+	defer func() { err = withPermHint(cfg, err) }()
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q (name the crawl with --crawl)", fs.Args())
 	}
