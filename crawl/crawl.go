@@ -103,6 +103,8 @@ type Crawler struct {
 	// each ask again.
 	done     chan struct{}
 	doneOnce sync.Once
+	// refuse ends Run with ErrRefused and err (set by Run).
+	refuse func(err error)
 
 	maps sitemaps
 
@@ -185,16 +187,28 @@ func (c *Crawler) Seed(ctx context.Context, seeds []string) (int, error) {
 	return n, nil
 }
 
+// ErrRefused is Run's error when Redis's ACL refuses the crawl a key,
+// channel or command it needs for a permit or for the frontier (a NOPERM,
+// redisacl): no retry helps until the user's ACL changes, so the crawl
+// stops as on ctx's end, and the error wraps Redis's.
+var ErrRefused = errors.New("crawl: Redis refused the crawl's user")
+
 // Run works until the crawl is done for the whole fleet (or forever with
 // Options.Forever) or ctx ends. On ctx's end no new request starts; the
 // downloads under way get Options.StopGrace to finish and be settled, and
 // those that do not are cancelled and given back to the frontier; then Run
 // returns nil. It fails at once if the frontier's options are invalid
-// (frontier.Frontier.Err).
+// (frontier.Frontier.Err), and stops the same way as on ctx's end, then
+// returns ErrRefused, when Redis refuses a permit or the frontier by its
+// ACL.
 func (c *Crawler) Run(ctx context.Context) error {
 	if err := c.fr.Err(); err != nil {
 		return fmt.Errorf("crawl: %w", err)
 	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	refused := ctx
+	c.refuse = func(err error) { stop(fmt.Errorf("%w: %w", ErrRefused, err)) }
 	defer c.net.CloseIdleConnections()
 	if err := c.startRules(ctx); err != nil {
 		return err
@@ -227,5 +241,9 @@ func (c *Crawler) Run(ctx context.Context) error {
 	for i := 0; i < c.o.Workers; i++ {
 		g.Go(func() error { return c.work(ctx, fetching, i) })
 	}
-	return g.Wait()
+	err := g.Wait()
+	if cause := context.Cause(refused); errors.Is(cause, ErrRefused) {
+		return cause
+	}
+	return err
 }

@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/polite-crawler/polite/frontier"
+	"github.com/polite-crawler/polite/internal/redisacl"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
 	"github.com/polite-crawler/polite/testserver"
@@ -108,5 +110,89 @@ func TestStopDuringNextGivesTheItemBack(t *testing.T) {
 	}
 	if st.InFlight != 0 || st.Queued != 1 {
 		t.Fatalf("after the stop: %d in flight, %d queued; want the seed given back (0, 1)", st.InFlight, st.Queued)
+	}
+}
+
+// A crawl whose Redis user the ACL refuses the limiter's keys (here the
+// permits' and robots.txt's, the frontier's allowed) ends with ErrRefused
+// and Redis's NOPERM, at once, instead of putting the URL back and asking
+// again forever; the seed is given back, nothing fetched.
+func TestRefusedPermitEndsTheCrawl(t *testing.T) {
+	ts := serve(t, testserver.Profile{Name: t.Name(), Seed: 1, Sites: []testserver.SiteSpec{{Pages: 5, Links: 2}}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb := srv.Client()
+	defer rdb.Close()
+	narrow, err := srv.ClientAs(ctx, "crawl-refused", "resetkeys", "~other:*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer narrow.Close()
+	const prefix = "t:refused"
+	lim := limiter.New(narrow, &limiter.Options{Prefix: prefix, NoRestartGuard: true})
+	defer lim.Close()
+	rob := NewRobotsCache(narrow, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
+	fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: "refused", Visibility: time.Minute})
+	c := New(fr, lim, rob, Options{Workers: 2, UserAgent: "politebot/1.0", Timeout: 20 * time.Second})
+	if _, err := c.Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrRefused) || !redisacl.Refused(err) {
+			t.Fatalf("Run = %v, want ErrRefused wrapping Redis's refusal", err)
+		}
+		t.Log(err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the crawl went on after Redis refused its permits")
+	}
+	st, err := fr.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.InFlight != 0 || st.Queued != 1 || st.Done != 0 {
+		t.Errorf("after the refusal: %d in flight, %d queued, %d done; want the seed given back (0, 1, 0)", st.InFlight, st.Queued, st.Done)
+	}
+	if n := ts.Stats().Sites[0].Requests; n != 0 {
+		t.Errorf("the site saw %d requests, want none", n)
+	}
+}
+
+// The same when the ACL refuses the frontier's keys once the crawl is
+// seeded (the user's ACL changed under a running fleet): Run ends with
+// ErrRefused rather than retrying the frontier forever.
+func TestRefusedFrontierEndsTheCrawl(t *testing.T) {
+	ts := serve(t, testserver.Profile{Name: t.Name(), Seed: 1, Sites: []testserver.SiteSpec{{Pages: 5, Links: 2}}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb := srv.Client()
+	defer rdb.Close()
+	narrow, err := srv.ClientAs(ctx, "crawl-refused-fr", "resetkeys", "~other:*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer narrow.Close()
+	const prefix = "t:refusedfr"
+	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, NoRestartGuard: true})
+	defer lim.Close()
+	rob := NewRobotsCache(rdb, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
+	fo := &frontier.Options{Prefix: prefix, Crawl: "refusedfr", Visibility: time.Minute}
+	o := Options{Workers: 2, UserAgent: "politebot/1.0", Timeout: 20 * time.Second}
+	if _, err := New(frontier.New(rdb, fo), lim, rob, o).Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	c := New(frontier.New(narrow, fo), lim, rob, o)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	select {
+	case err := <-done:
+		if !redisacl.Refused(err) {
+			t.Fatalf("Run = %v, want Redis's refusal", err)
+		}
+		t.Log(err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the crawl went on after Redis refused its frontier")
 	}
 }

@@ -3,11 +3,13 @@ package crawl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/frontier"
+	"github.com/polite-crawler/polite/internal/redisacl"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/redis/go-redis/v9"
 )
@@ -95,7 +97,9 @@ func (c *Crawler) reserve(ctx context.Context, it frontier.Item, spare *fetch.Sp
 		s.Next = true
 		return nil, &s
 	default:
-		if ctx.Err() == nil {
+		if redisacl.Refused(err) {
+			c.refuse(fmt.Errorf("permit for %s: %w", it.Site, err)) // the stop gives the item back
+		} else if ctx.Err() == nil {
 			c.o.Log.Warn("no permit; the URL goes back", "url", it.URL, "err", err)
 		}
 		c.giveBack(it)

@@ -9,6 +9,7 @@ import (
 	"github.com/gocolly/colly/v2"
 	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/frontier"
+	"github.com/polite-crawler/polite/internal/redisacl"
 )
 
 // worker is one worker's colly collector, the page it is on, and the
@@ -88,6 +89,9 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 			if near, w.handed, over = c.idle(ctx, wait+rand.N(wait/4+1)); over {
 				return nil
 			}
+			continue
+		case redisacl.Refused(err):
+			c.refuse(err) // ctx ends: the loop returns
 			continue
 		case err != nil:
 			c.unwatch(w) // another idle worker may watch meanwhile

@@ -12,8 +12,8 @@ import (
 
 // Redis behind a password, an ACL user confined to the key prefix, and TLS
 // with a private CA: a fleet crawls through each, politely and completely.
-// Wrong credentials, a prefix outside the user's keys and an untrusted
-// certificate each fail at once, saying what to fix.
+// Wrong credentials, a prefix outside the user's keys (or only part of it)
+// and an untrusted certificate each fail at once, saying what to fix.
 func TestSecuredRedis(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -33,7 +33,10 @@ func TestSecuredRedis(t *testing.T) {
 		{
 			name: "acl user",
 			start: func() (*redistest.Server, error) {
-				return redistest.Start("--user", "crawler", "on", ">pw", "~acl:*", "&acl:*", "+@all", "-@dangerous", "+info", "--user", "default", "off")
+				return redistest.Start("--user", "crawler", "on", ">pw", "~acl:*", "&acl:*", "+@all", "-@dangerous", "+info",
+					// the crawl's frontier keys only, not the sites' permits nor robots.txt
+					"--user", "frontier", "on", ">pw", "~acl:crawls", "~acl:{crawl:*", "~acl:{s*", "&acl:*", "+@all", "-@dangerous", "+info",
+					"--user", "default", "off")
 			},
 			good: func(s *redistest.Server) []string {
 				return []string{"--redis", "redis://crawler:pw@" + s.Addr, "--prefix", "acl"}
@@ -43,6 +46,9 @@ func TestSecuredRedis(t *testing.T) {
 					return []string{"--redis", "redis://crawler:pw@" + s.Addr, "--prefix", "other"}
 				}, 1, "may not use keys under --prefix other"},
 				{func(s *redistest.Server) []string { return []string{"--redis", "redis://crawler:wrong@" + s.Addr} }, 1, "refused the credentials"},
+				{func(s *redistest.Server) []string { // seeds, then finds the permits refused
+					return []string{"--redis", "redis://frontier:pw@" + s.Addr, "--prefix", "acl", "--crawl", "refused"}
+				}, 1, "may not use keys under --prefix acl"},
 			},
 		},
 		{
