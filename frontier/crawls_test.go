@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polite-crawler/polite/internal/redisacl"
 	"github.com/polite-crawler/polite/internal/redistest"
 	"github.com/polite-crawler/polite/robots"
 	"github.com/redis/go-redis/v9"
@@ -302,5 +303,27 @@ func TestCrawlsOnRedisCluster(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Redis user the ACL refuses TIME cannot join a crawl, and its try
+// leaves no meta behind (a key without a TTL, which the registry would
+// show as a crawl that never expires): the script reads the clock before
+// it writes.
+func TestRefusedClockLeavesNoMeta(t *testing.T) {
+	ctx := ctxT(t)
+	narrow, err := srv.ClientAs(ctx, "frontier-notime", "-time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { narrow.Close() })
+	f := New(narrow, &Options{Prefix: "t:notime", Crawl: "notime"})
+	if _, err := f.Seed(ctx, "http://notime.example/"); !redisacl.Refused(err) {
+		t.Fatalf("Seed as a user without TIME: %v, want Redis's refusal", err)
+	}
+	admin := srv.Client()
+	t.Cleanup(func() { admin.Close() })
+	if n, err := admin.Exists(ctx, f.meta).Result(); err != nil || n != 0 {
+		t.Errorf("after the refused join, meta exists (%d, %v): want none", n, err)
 	}
 }

@@ -14,8 +14,11 @@
 --         conflict, and nothing is written. A process given none stores
 --         nothing: it may only be joining, before the crawl is seeded.
 -- Returns {stored shard count, stored scope rules or '' for none yet}.
+-- The clock first: a call that fails (an ACL that refuses the user TIME)
+-- must fail before it writes, or it leaves a meta without its TTL.
+local now = now_ms()
 if redis.call('HSETNX', KEYS[1], 'shards', ARGV[1]) == 1 then
-  redis.call('HSET', KEYS[1], 'created', (now_ms()))
+  redis.call('HSET', KEYS[1], 'created', now)
 end
 local rules = redis.call('HGET', KEYS[1], 'scope_rules')
 if not rules then
