@@ -47,6 +47,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/polite-crawler/polite/internal/redisacl"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -232,8 +233,17 @@ func (l *Library) loadOn(ctx context.Context, c redis.Cmdable) error {
 // the script or function: it restarted without it, was flushed of it, or is
 // a Cluster master that joined after the library was loaded. Rerun runs
 // it again.
+// It also holds for an FCALL the server's ACL refuses the user (NOPERM)
+// while it let the library load: the call did nothing either, and Rerun
+// then runs the library as scripts from then on.
 func Missing(err error) bool {
-	return redis.HasErrorPrefix(err, "NOSCRIPT") || redis.HasErrorPrefix(err, "Function not found")
+	return redis.HasErrorPrefix(err, "NOSCRIPT") || redis.HasErrorPrefix(err, "Function not found") || fcallRefused(err)
+}
+
+// fcallRefused: the ACL refused the user FCALL (or FCALL_RO).
+func fcallRefused(err error) bool {
+	what, cmd := redisacl.Refusal(err)
+	return what == redisacl.Command && strings.HasPrefix(strings.ToLower(cmd), "fcall")
 }
 
 // Run runs the script on c's servers: FCALL when the library runs as
@@ -266,6 +276,9 @@ func (s *Script) Rerun(ctx context.Context, c *Conn, keys []string, args ...any)
 	}
 	cmd := c.c.FCall(ctx, s.fn, keys, args...)
 	if Missing(cmd.Err()) {
+		if fcallRefused(cmd.Err()) {
+			c.mode.Store(modeScripts) // for good, as when FUNCTION is refused
+		}
 		return s.script.Eval(ctx, c.c, keys, args...)
 	}
 	return cmd

@@ -348,3 +348,29 @@ func TestSlotless(t *testing.T) {
 		t.Error("a Cluster behind an interface counted as keys that never move")
 	}
 }
+
+// A user the ACL lets load functions but not FCALL them (-fcall) runs the
+// library as scripts: the first call, refused, runs again as a script and
+// settles the library on scripts, so later calls and pipelines use
+// EVALSHA, which the user may run.
+func TestFcallRefusedRunsAsScripts(t *testing.T) {
+	ctx := ctxT(t)
+	_, as := ownServer(t, ctx, "nofcall", "-fcall", "-fcall_ro")
+	lib := testLib()
+	fn := lib.On(as)
+	if v, err := lib.Script("set").Run(ctx, fn, []string{"k"}, "5").Text(); err != nil || v != "10" {
+		t.Fatalf("set: %q %v, want 10", v, err)
+	}
+	if fn.Functions(ctx) {
+		t.Fatal("still running as functions after FCALL was refused")
+	}
+	pipe := as.Pipeline()
+	cmd := lib.Script("argc").Queue(ctx, fn, pipe, []string{"a"}, 1)
+	pipe.Exec(ctx)
+	if err := cmd.Err(); Missing(err) {
+		cmd = lib.Script("argc").Rerun(ctx, fn, []string{"a"}, 1)
+	}
+	if v, err := cmd.Int64Slice(); err != nil || v[0] != 1 || v[1] != 1 {
+		t.Fatalf("argc: %v %v", v, err)
+	}
+}
