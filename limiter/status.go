@@ -109,19 +109,33 @@ func (s *SiteStatus) health(raw string, now int64, limit int) {
 
 // CheckWakeups reports whether Redis carries this Limiter's wake-up
 // messages: nil when the user may publish on its channel (an empty message,
-// which its waiters ignore), Redis's refusal (an ACL without the channels
-// under Options.Prefix answers NOPERM: redis.HasErrorPrefix) or another
-// error otherwise. Without wake-ups nothing fails, but a waiter learns that
-// a permit freed only at its next poll (Options.Poll) instead of at once.
-// A Ring carries none (its waiters always poll): nil.
+// which its waiters ignore) and subscribe to it, Redis's refusal (an ACL
+// without the channels under Options.Prefix, or without PUBLISH or
+// SUBSCRIBE, answers NOPERM: redisacl) or another error otherwise. Without
+// wake-ups nothing fails, but a waiter learns that a permit freed only at
+// its next poll (Options.Poll) instead of at once. A Ring carries none
+// (its waiters always poll): nil. It takes two round trips and a
+// connection for the subscription, closed before it returns; at most 5 s.
 func (l *Limiter) CheckWakeups(ctx context.Context) error {
 	if _, ring := l.rdb.(*redis.Ring); ring {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	if err := l.rdb.Publish(ctx, l.hub.ch, "").Err(); err != nil {
 		return fmt.Errorf("limiter: PUBLISH on the wake-up channel %s: %w", l.hub.ch, err)
 	}
-	return nil
+	ps := l.rdb.Subscribe(ctx, l.hub.ch)
+	defer ps.Close()
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, 5*time.Second)
+		if err != nil {
+			return fmt.Errorf("limiter: SUBSCRIBE to the wake-up channel %s: %w", l.hub.ch, err)
+		}
+		if _, ok := msg.(*redis.Subscription); ok {
+			return nil
+		}
+	}
 }
 
 // GuardLeft is how long Redis will still grant nothing for a site it has no

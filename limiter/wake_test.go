@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/polite-crawler/polite/internal/redisacl"
 	"github.com/polite-crawler/polite/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -126,7 +127,8 @@ func wantWoken(t *testing.T, got <-chan error, lost string) {
 }
 
 // A Redis user without the channels under the prefix (Redis 7's default
-// for a new user) cannot carry wake-ups: CheckWakeups says so (NOPERM), and
+// for a new user), or without SUBSCRIBE, cannot carry wake-ups:
+// CheckWakeups says so (NOPERM), and
 // a release that would publish one still succeeds, having let the waiter
 // of another process in, which finds its turn by its poll. A user with the
 // channels passes the check.
@@ -153,8 +155,11 @@ func TestReleaseWithoutChannels(t *testing.T) {
 		a := newLimiter(t, client("nochan", "resetchannels"), opts)
 		opts.Prefix = a.opts.prefix()
 		b := newLimiter(t, client("nochan", "resetchannels"), opts)
-		if err := b.CheckWakeups(ctx); !redis.HasErrorPrefix(errors.Unwrap(err), "NOPERM") {
+		if err := b.CheckWakeups(ctx); !redisacl.Refused(err) {
 			t.Errorf("CheckWakeups for a user without channels: %v, want Redis's NOPERM", err)
+		}
+		if err := newLimiter(t, client("nosubscribe", "-subscribe"), opts).CheckWakeups(ctx); !redisacl.Refused(err) {
+			t.Errorf("CheckWakeups for a user without SUBSCRIBE: %v, want Redis's NOPERM", err)
 		}
 		const site = "nochan.example"
 		p, err := a.Acquire(ctx, site, 1)

@@ -9,6 +9,7 @@ import (
 	"github.com/polite-crawler/polite/fetch"
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/internal/clock"
+	"github.com/polite-crawler/polite/internal/redisacl"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
 	"github.com/redis/go-redis/v9"
@@ -33,8 +34,8 @@ func newLimiter(ctx context.Context, rdb redis.UniversalClient, cfg *config.Conf
 	case left > 0:
 		log.Info("Redis started less than a lease ago: no permits until the restart guard ends", "in", left)
 	}
-	if err := lim.CheckWakeups(ctx); redis.HasErrorPrefix(err, "NOPERM") {
-		log.Warn("Redis refuses the limiter's wake-up channels: a worker waiting for a site's permit learns that one freed only at its next poll, not at once (let the Redis user use the channels under --prefix: &"+cfg.Prefix+":*)", "err", err)
+	if err := lim.CheckWakeups(ctx); redisacl.Refused(err) {
+		log.Warn("Redis refuses the limiter's wake-up channels: a worker waiting for a site's permit learns that one freed only at its next poll, not at once (let the Redis user PUBLISH and SUBSCRIBE on the channels under --prefix: &"+cfg.Prefix+":*)", "err", err)
 	}
 	return lim, nil
 }
