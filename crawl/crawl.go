@@ -187,10 +187,13 @@ func (c *Crawler) Seed(ctx context.Context, seeds []string) (int, error) {
 	return n, nil
 }
 
-// ErrRefused is Run's error when Redis's ACL refuses the crawl a key,
-// channel or command it needs for a permit or for the frontier (a NOPERM,
-// redisacl): no retry helps until the user's ACL changes, so the crawl
-// stops as on ctx's end, and the error wraps Redis's.
+// ErrRefused is wrapped by Run's error, with Redis's, when Redis's ACL
+// refuses the crawl a key or command it needs for a permit or for the
+// frontier (a NOPERM, redisacl): no retry helps until the user's ACL
+// changes, so the crawl stops as on ctx's end (URLs in flight are given
+// back, or, when the frontier's own keys are refused, handed out again
+// after the visibility timeout). A refusal met while ctx's end stops the
+// crawl anyway is not reported.
 var ErrRefused = errors.New("crawl: Redis refused the crawl's user")
 
 // Run works until the crawl is done for the whole fleet (or forever with
@@ -199,8 +202,8 @@ var ErrRefused = errors.New("crawl: Redis refused the crawl's user")
 // those that do not are cancelled and given back to the frontier; then Run
 // returns nil. It fails at once if the frontier's options are invalid
 // (frontier.Frontier.Err), and stops the same way as on ctx's end, then
-// returns ErrRefused, when Redis refuses a permit or the frontier by its
-// ACL.
+// returns an error wrapping ErrRefused, when Redis refuses a permit or the
+// frontier by its ACL.
 func (c *Crawler) Run(ctx context.Context) error {
 	if err := c.fr.Err(); err != nil {
 		return fmt.Errorf("crawl: %w", err)

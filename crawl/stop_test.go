@@ -113,8 +113,8 @@ func TestStopDuringNextGivesTheItemBack(t *testing.T) {
 	}
 }
 
-// A crawl whose Redis user the ACL refuses the limiter's keys (here the
-// permits' and robots.txt's, the frontier's allowed) ends with ErrRefused
+// A crawl whose Redis user the ACL refuses the limiter's keys (the
+// frontier's and robots.txt's allowed) ends with ErrRefused
 // and Redis's NOPERM, at once, instead of putting the URL back and asking
 // again forever; the seed is given back, nothing fetched.
 func TestRefusedPermitEndsTheCrawl(t *testing.T) {
@@ -131,7 +131,7 @@ func TestRefusedPermitEndsTheCrawl(t *testing.T) {
 	const prefix = "t:refused"
 	lim := limiter.New(narrow, &limiter.Options{Prefix: prefix, NoRestartGuard: true})
 	defer lim.Close()
-	rob := NewRobotsCache(narrow, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
+	rob := NewRobotsCache(rdb, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
 	fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: "refused", Visibility: time.Minute})
 	c := New(fr, lim, rob, Options{Workers: 2, UserAgent: "politebot/1.0", Timeout: 20 * time.Second})
 	if _, err := c.Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
@@ -188,8 +188,8 @@ func TestRefusedFrontierEndsTheCrawl(t *testing.T) {
 	go func() { done <- c.Run(ctx) }()
 	select {
 	case err := <-done:
-		if !redisacl.Refused(err) {
-			t.Fatalf("Run = %v, want Redis's refusal", err)
+		if !errors.Is(err, ErrRefused) || !redisacl.Refused(err) {
+			t.Fatalf("Run = %v, want ErrRefused wrapping Redis's refusal", err)
 		}
 		t.Log(err)
 	case <-time.After(30 * time.Second):

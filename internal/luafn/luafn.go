@@ -254,6 +254,10 @@ func (s *Script) Run(ctx context.Context, c *Conn, keys []string, args ...any) *
 		return s.script.Run(ctx, c.c, keys, args...)
 	}
 	cmd := c.c.FCall(ctx, s.fn, keys, args...)
+	if fcallRefused(cmd.Err()) {
+		c.mode.Store(modeScripts) // for good (Rerun does the same after a pipeline)
+		return s.script.Run(ctx, c.c, keys, args...)
+	}
 	if Missing(cmd.Err()) {
 		return s.Rerun(ctx, c, keys, args...)
 	}

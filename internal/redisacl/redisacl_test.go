@@ -56,16 +56,41 @@ func TestRefusalOnRedis(t *testing.T) {
 	}
 }
 
+// The texts of Redis 7.2 and later (getAclErrorMessage, and "ACL failure
+// in script: " before it inside a script), which the installed 7.0 does
+// not answer, and texts that only look like refusals.
+func TestRefusalTexts(t *testing.T) {
+	for _, c := range []struct {
+		msg       string
+		what, cmd string
+	}{
+		{"NOPERM User channel-bot has no permissions to run the 'fcall' command", redisacl.Command, "fcall"},
+		{"NOPERM User keymaster has no permissions to run the 'time' command", redisacl.Command, "time"},
+		{"NOPERM No permissions to access a key", redisacl.Key, ""},
+		{"NOPERM No permissions to access a channel", redisacl.Channel, ""},
+		{"ERR ACL failure in script: No permissions to access a key script: 5e6c0a1b, on @user_script:1.", redisacl.Key, ""},
+		{"ERR ACL failure in script: No permissions to access a channel script: 5e6c0a1b, on @user_script:1.", redisacl.Channel, ""},
+		{"ERR ACL failure in script: User u has no permissions to run the 'time' command script: polite_frontier_x_meta, on @user_function:18.", redisacl.Command, "time"},
+		{"NOPERM this user has no permissions to run the 'pubsub|channels' command", redisacl.Command, "pubsub|channels"},
+		{"ERR The user executing the script can't run this command or subcommand script: f, on @user_function:18.", redisacl.Command, ""},
+		{"ERR user_script:1: Script attempted to access nonexistent global variable 'channel'", redisacl.None, ""},
+		{"WRONGTYPE Operation against a key holding the wrong kind of value", redisacl.None, ""},
+	} {
+		what, cmd := redisacl.Refusal(replyErr(c.msg))
+		if what != c.what || cmd != c.cmd {
+			t.Errorf("Refusal(%q) = %q, %q; want %q, %q", c.msg, what, cmd, c.what, c.cmd)
+		}
+	}
+}
+
+// replyErr is an error reply as go-redis returns one.
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
+
 func ExampleHint() {
-	err := fmt.Errorf("seeding: %w", errNoperm{})
+	err := fmt.Errorf("seeding: %w", replyErr("NOPERM this user has no permissions to access one of the keys used as arguments"))
 	fmt.Println(redisacl.Hint(err, "polite"))
 	// Output: the Redis user may not use keys under --prefix polite (ACL: ~polite:*)
 }
-
-// errNoperm is a NOPERM reply as go-redis returns one.
-type errNoperm struct{}
-
-func (errNoperm) Error() string {
-	return "NOPERM this user has no permissions to access one of the keys used as arguments"
-}
-func (errNoperm) RedisError() {}
