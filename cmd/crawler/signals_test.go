@@ -33,6 +33,15 @@ type lines struct {
 	mu  sync.Mutex
 	b   strings.Builder
 	new chan struct{} // a line came
+	eof chan struct{} // closed when the process's stderr ended and every line is in b
+}
+
+// wait waits for cmd, a process startRun started, once its stderr is read
+// to the end: Wait closes the pipe, and a line still in it would be lost
+// (a process that logs and exits at once, as on a second Ctrl-C).
+func (l *lines) wait(cmd *exec.Cmd) error {
+	<-l.eof // the process's exit ends its stderr (the test's ctx kills it at the latest)
+	return cmd.Wait()
 }
 
 func (l *lines) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
@@ -62,12 +71,13 @@ func startRun(t *testing.T, ctx context.Context, redisAddr, site string, extra .
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	l := &lines{new: make(chan struct{}, 1)}
+	l := &lines{new: make(chan struct{}, 1), eof: make(chan struct{})}
 	sc := bufio.NewScanner(pipe)
 	for sc.Scan() && !strings.Contains(sc.Text(), "crawl started") {
 		l.b.WriteString(sc.Text() + "\n")
 	}
 	go func() { // ends with the process's stderr
+		defer close(l.eof)
 		for sc.Scan() {
 			l.mu.Lock()
 			l.b.WriteString(sc.Text() + "\n")
@@ -121,7 +131,7 @@ func TestInterruptStopsGracefully(t *testing.T) {
 	<-requested
 	cmd.Process.Signal(syscall.SIGINT)
 	log.await(t, stopHint)
-	interrupted(t, cmd.Wait(), "crawl after one SIGINT", log)
+	interrupted(t, log.wait(cmd), "crawl after one SIGINT", log)
 	if s, f := started.Load(), finished.Load(); s != 1 || f != 1 {
 		t.Fatalf("%d pages started, %d finished; want the one under way finished and no other\n%s", s, f, log)
 	}
@@ -143,7 +153,7 @@ func TestSecondInterruptQuitsAtOnce(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGINT)
 	log.await(t, stopHint)
 	cmd.Process.Signal(syscall.SIGINT)
-	interrupted(t, cmd.Wait(), "crawl after two SIGINTs", log) // before the test's 2 min limit kills it
+	interrupted(t, log.wait(cmd), "crawl after two SIGINTs", log) // before the test's 2 min limit kills it
 	if finished.Load() != 0 || !strings.Contains(log.String(), "quitting at once") {
 		t.Fatalf("the download finished, or no word of quitting:\n%s", log)
 	}
