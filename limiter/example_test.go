@@ -133,3 +133,19 @@ func ExamplePermit_KeepOn() {
 	// released: <nil> same slot: true
 	// released: <nil>
 }
+
+// At start, a process can learn whether Redis carries its wake-up
+// messages: without them (an ACL without the channels under the prefix)
+// its waiters still get their permits, at their next poll.
+func ExampleLimiter_CheckWakeups() {
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	l := limiter.New(rdb, &limiter.Options{Prefix: "example"})
+	defer l.Close()
+	if err := l.CheckWakeups(context.Background()); err != nil {
+		fmt.Println("waiters will poll:", err)
+		return
+	}
+	fmt.Println("wake-ups carried")
+	// Output: wake-ups carried
+}
