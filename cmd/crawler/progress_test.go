@@ -35,7 +35,8 @@ func TestProgressSaysWhyItWaits(t *testing.T) {
 				switch {
 				case r.URL.Path == "/robots.txt":
 					fmt.Fprint(w, c.robots)
-				case c.why == "Retry-After" && throttled.CompareAndSwap(false, true):
+				case c.why == "Retry-After" && r.URL.Path == "/" && throttled.CompareAndSwap(false, true):
+					// the seed's first fetch: not the sitemap reader's, which may come first
 					w.Header().Set("Retry-After", "4")
 					w.WriteHeader(http.StatusTooManyRequests)
 				default:
