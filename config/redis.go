@@ -82,3 +82,12 @@ func (c *Config) caPool() (*x509.CertPool, error) {
 func (c *Config) PermHint(err error) string {
 	return redisacl.Hint(err, c.Prefix)
 }
+
+// WithPermHint is err with PermHint's words appended in parentheses when it
+// has any, else err as it is (nil stays nil).
+func (c *Config) WithPermHint(err error) error {
+	if hint := c.PermHint(err); hint != "" {
+		return fmt.Errorf("%w (%s)", err, hint)
+	}
+	return err
+}

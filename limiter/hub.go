@@ -85,12 +85,9 @@ func (h *hub) register(id string) <-chan grant {
 // to answer, nor holds h.mu while it does. A message published before the
 // subscription was live is made up for by the nudge its confirmation
 // brings (handle).
-//
-// A Ring has no wake-ups: its PUBLISH reaches only the shard that ran the
-// release, and a subscriber's connection goes to the channel's shard; its
-// waiters poll.
+// Where rdb carries no wake-ups (carriesWakeups) it does nothing: waiters poll.
 func (h *hub) listen() {
-	if _, ring := h.rdb.(*redis.Ring); ring {
+	if !carriesWakeups(h.rdb) {
 		return
 	}
 	h.mu.Lock()
@@ -101,6 +98,14 @@ func (h *hub) listen() {
 	h.ps = h.rdb.Subscribe(context.Background()) // no channel yet: sends nothing
 	h.loopDone = make(chan struct{})
 	go h.loop(h.ps, h.loopDone)
+}
+
+// carriesWakeups reports whether rdb can carry wake-ups: not a Ring, whose
+// PUBLISH reaches only the shard that ran the release while a
+// subscriber's connection goes to the channel's shard.
+func carriesWakeups(rdb redis.UniversalClient) bool {
+	_, ring := rdb.(*redis.Ring)
+	return !ring
 }
 
 func (h *hub) leave(id string) {

@@ -117,7 +117,7 @@ func (s *SiteStatus) health(raw string, now int64, limit int) {
 // (its waiters always poll): nil. It takes two round trips and a
 // connection for the subscription, closed before it returns; at most 5 s.
 func (l *Limiter) CheckWakeups(ctx context.Context) error {
-	if _, ring := l.rdb.(*redis.Ring); ring {
+	if !carriesWakeups(l.rdb) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -40,7 +40,7 @@ func runCrawls(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if err != nil {
 		return err
 	}
-	defer func() { err = withPermHint(cfg, err) }()
+	defer func() { err = cfg.WithPermHint(err) }()
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
@@ -190,13 +190,4 @@ func loadConfigExtra(name string, args []string, stderr io.Writer, extra func(fs
 	}
 	warnUnknownEnv(cfg, stderr)
 	return cfg, fs, nil
-}
-
-// withPermHint is err with what the Redis user lacks when Redis's ACL
-// refused it (config.Config.PermHint).
-func withPermHint(cfg *config.Config, err error) error {
-	if hint := cfg.PermHint(err); hint != "" {
-		return fmt.Errorf("%w (%s)", err, hint)
-	}
-	return err
 }

@@ -30,7 +30,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if err != nil {
 		return err
 	}
-	defer func() { err = withPermHint(cfg, err) }()
+	defer func() { err = cfg.WithPermHint(err) }()
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q (name the crawl with --crawl)", fs.Args())
 	}

@@ -57,7 +57,7 @@ func Seeds(cfg *config.Config, args []string) ([]string, error) {
 // crawl started, and when every seed was seen before, that none is fetched
 // again. A seed too long or a scope that conflicts with the crawl's stored
 // one fails with ErrUsage, naming the setting to change; an error of Redis
-// whose ACL refused a key, channel or command says which (config.Config.PermHint).
+// whose ACL refused a key, channel or command says which (config.Config.WithPermHint).
 func (c *Crawl) Seed(ctx context.Context, seeds []string) error {
 	added, err := c.Crawler.Seed(ctx, seeds)
 	if err != nil {
@@ -80,10 +80,7 @@ func seedError(cfg *config.Config, err error) error {
 	case errors.Is(err, crawl.ErrURLTooLong):
 		return usageError{msg: err.Error() + " (see --max-url-length)", err: err}
 	}
-	if hint := cfg.PermHint(err); hint != "" {
-		return fmt.Errorf("seeding: %w (%s)", err, hint)
-	}
-	return fmt.Errorf("seeding: %w", err)
+	return cfg.WithPermHint(fmt.Errorf("seeding: %w", err))
 }
 
 // Run crawls until the crawl is done for the whole fleet (or forever with
@@ -93,7 +90,7 @@ func seedError(cfg *config.Config, err error) error {
 // ended by itself and every seed this process gave turned out
 // unreachable, it returns crawl.Crawler.SeedsFailed's error; when Redis's
 // ACL stopped it (crawl.ErrRefused), that error with what the user lacks
-// (config.Config.PermHint).
+// (config.Config.WithPermHint).
 func (c *Crawl) Run(ctx context.Context, watch func(ctx context.Context, over <-chan struct{})) error {
 	g, gctx := errgroup.WithContext(ctx)
 	over := make(chan struct{})
@@ -108,8 +105,5 @@ func (c *Crawl) Run(ctx context.Context, watch func(ctx context.Context, over <-
 	if err == nil && ctx.Err() == nil {
 		err = c.Crawler.SeedsFailed() // every seed it gave unreachable: the run failed
 	}
-	if hint := c.cfg.PermHint(err); hint != "" {
-		return fmt.Errorf("%w (%s)", err, hint)
-	}
-	return err
+	return c.cfg.WithPermHint(err)
 }
