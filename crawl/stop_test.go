@@ -113,30 +113,28 @@ func TestStopDuringNextGivesTheItemBack(t *testing.T) {
 	}
 }
 
-// A crawl whose Redis user the ACL refuses the limiter's keys (the
-// frontier's and robots.txt's allowed) ends with ErrRefused
-// and Redis's NOPERM, at once, instead of putting the URL back and asking
-// again forever; the seed is given back, nothing fetched.
-func TestRefusedPermitEndsTheCrawl(t *testing.T) {
-	ts := serve(t, testserver.Profile{Name: t.Name(), Seed: 1, Sites: []testserver.SiteSpec{{Pages: 5, Links: 2}}})
+// refused is a one-site test server, a minute's context, a client of the
+// tests' Redis and one of a user (named user) the ACL refuses every key
+// the crawl uses, for the tests of a crawl that Redis refuses.
+func refused(t *testing.T, user string) (ts *testserver.Server, ctx context.Context, rdb, narrow *redis.Client) {
+	t.Helper()
+	ts = serve(t, testserver.Profile{Name: t.Name(), Seed: 1, Sites: []testserver.SiteSpec{{Pages: 5, Links: 2}}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rdb := srv.Client()
-	defer rdb.Close()
-	narrow, err := srv.ClientAs(ctx, "crawl-refused", "resetkeys", "~other:*")
+	t.Cleanup(cancel)
+	rdb = srv.Client()
+	t.Cleanup(func() { rdb.Close() })
+	narrow, err := srv.ClientAs(ctx, user, "resetkeys", "~other:*")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer narrow.Close()
-	const prefix = "t:refused"
-	lim := limiter.New(narrow, &limiter.Options{Prefix: prefix, NoRestartGuard: true})
-	defer lim.Close()
-	rob := NewRobotsCache(rdb, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
-	fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: "refused", Visibility: time.Minute})
-	c := New(fr, lim, rob, Options{Workers: 2, UserAgent: "politebot/1.0", Timeout: 20 * time.Second})
-	if _, err := c.Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { narrow.Close() })
+	return ts, ctx, rdb, narrow
+}
+
+// wantRefused runs c and fails the test unless Run ends within 30 s with
+// ErrRefused wrapping Redis's refusal (of what: the test's words).
+func wantRefused(t *testing.T, ctx context.Context, c *Crawler, what string) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	select {
@@ -146,8 +144,26 @@ func TestRefusedPermitEndsTheCrawl(t *testing.T) {
 		}
 		t.Log(err)
 	case <-time.After(30 * time.Second):
-		t.Fatal("the crawl went on after Redis refused its permits")
+		t.Fatalf("the crawl went on after Redis refused %s", what)
 	}
+}
+
+// A crawl whose Redis user the ACL refuses the limiter's keys (the
+// frontier's and robots.txt's allowed) ends with ErrRefused
+// and Redis's NOPERM, at once, instead of putting the URL back and asking
+// again forever; the seed is given back, nothing fetched.
+func TestRefusedPermitEndsTheCrawl(t *testing.T) {
+	ts, ctx, rdb, narrow := refused(t, "crawl-refused")
+	const prefix = "t:refused"
+	lim := limiter.New(narrow, &limiter.Options{Prefix: prefix, NoRestartGuard: true})
+	defer lim.Close()
+	rob := NewRobotsCache(rdb, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
+	fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: "refused", Visibility: time.Minute})
+	c := New(fr, lim, rob, Options{Workers: 2, UserAgent: "politebot/1.0", Timeout: 20 * time.Second})
+	if _, err := c.Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, ctx, c, "its permits")
 	st, err := fr.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -164,16 +180,7 @@ func TestRefusedPermitEndsTheCrawl(t *testing.T) {
 // seeded (the user's ACL changed under a running fleet): Run ends with
 // ErrRefused rather than retrying the frontier forever.
 func TestRefusedFrontierEndsTheCrawl(t *testing.T) {
-	ts := serve(t, testserver.Profile{Name: t.Name(), Seed: 1, Sites: []testserver.SiteSpec{{Pages: 5, Links: 2}}})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rdb := srv.Client()
-	defer rdb.Close()
-	narrow, err := srv.ClientAs(ctx, "crawl-refused-fr", "resetkeys", "~other:*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer narrow.Close()
+	ts, ctx, rdb, narrow := refused(t, "crawl-refused-fr")
 	const prefix = "t:refusedfr"
 	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, NoRestartGuard: true})
 	defer lim.Close()
@@ -183,16 +190,5 @@ func TestRefusedFrontierEndsTheCrawl(t *testing.T) {
 	if _, err := New(frontier.New(rdb, fo), lim, rob, o).Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
 		t.Fatal(err)
 	}
-	c := New(frontier.New(narrow, fo), lim, rob, o)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrRefused) || !redisacl.Refused(err) {
-			t.Fatalf("Run = %v, want ErrRefused wrapping Redis's refusal", err)
-		}
-		t.Log(err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the crawl went on after Redis refused its frontier")
-	}
+	wantRefused(t, ctx, New(frontier.New(narrow, fo), lim, rob, o), "its frontier")
 }

@@ -134,13 +134,8 @@ func wantWoken(t *testing.T, got <-chan error, lost string) {
 // channels passes the check.
 func TestReleaseWithoutChannels(t *testing.T) {
 	ctx := ctxT(t)
-	own, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(own.Close)
 	client := func(user string, rules ...any) *redis.Client {
-		rdb, err := own.ClientAs(ctx, user, rules...)
+		rdb, err := srv.ClientAs(ctx, "wake-"+user, rules...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -221,14 +221,7 @@ func TestWakeupChannelsRefused(t *testing.T) {
 		user, channels string
 		warn           bool
 	}{{"assemble-nochan", "resetchannels", true}, {"assemble-chan", "&" + cfg.Prefix + ":*", false}} {
-		admin := srv.Client()
-		defer admin.Close()
-		if err := admin.Do(ctx, "ACL", "SETUSER", c.user, "on", ">pw", "~"+cfg.Prefix+":*", "resetchannels", c.channels, "+@all").Err(); err != nil {
-			t.Fatal(err)
-		}
-		defer admin.Do(ctx, "ACL", "DELUSER", c.user)
-		cfg.Redis = "redis://" + c.user + ":pw@" + srv.Addr
-		rdb, err := cfg.Connect(ctx, slog.New(slog.DiscardHandler))
+		rdb, err := srv.ClientAs(ctx, c.user, "resetkeys", "~"+cfg.Prefix+":*", "resetchannels", c.channels)
 		if err != nil {
 			t.Fatal(err)
 		}
