@@ -21,6 +21,11 @@ import (
 // longer delay). The record costs no round trip: acquire reads it in the
 // MGET it already makes, release rewrites it in its own script.
 //
+// A process holds a steady site's fast, healthy outcomes back and records
+// them together with a later one (heldOutcomes): they change nothing but
+// the record's smoothed times and counts, and a write of the record is
+// most of what recording costs Redis.
+//
 // The controller, per recorded outcome (defaults in Adaptive):
 //
 //   - Trouble is the smoothed time to first byte (an EWMA of ordinary
@@ -148,6 +153,10 @@ type Adaptive struct {
 	// BestMemory is how long a site may stay slow before its best time
 	// re-bases on its current one. Default 10m.
 	BestMemory time.Duration
+	// Hold is how many healthy outcomes of a steady site a process may
+	// hold back and record together (see heldOutcomes): up to Hold-1
+	// held, sent with the next. Default 8; 1 records each at once.
+	Hold int
 }
 
 func (a *Adaptive) on() bool { return a == nil || !a.Off }
@@ -164,6 +173,13 @@ func (a *Adaptive) maxWindow() int {
 		return 16 * a.window()
 	}
 	return max(a.MaxWindow, a.window())
+}
+
+func (a *Adaptive) hold() int {
+	if a == nil || a.Hold <= 0 {
+		return 8
+	}
+	return a.Hold
 }
 
 func (a *Adaptive) backoff() time.Duration {
@@ -237,8 +253,9 @@ func (a *Adaptive) check() error {
 		return bad("Smoothing", a.Smoothing, "in (0, 1]")
 	case a.ErrorShare < 0 || a.ErrorShare > 1:
 		return bad("ErrorShare", a.ErrorShare, "in (0, 1]")
-	case a.Window < 0 || a.MaxWindow < 0 || a.Cooldown < 0 || a.SlowRun < 0:
-		return bad("Window, MaxWindow, Cooldown or SlowRun", fmt.Sprint(a.Window, a.MaxWindow, a.Cooldown, a.SlowRun), "a positive count")
+	case a.Window < 0 || a.MaxWindow < 0 || a.Cooldown < 0 || a.SlowRun < 0 || a.Hold < 0:
+		return bad("Window, MaxWindow, Cooldown, SlowRun or Hold", fmt.Sprint(a.Window, a.MaxWindow, a.Cooldown, a.SlowRun, a.Hold),
+			"a positive count")
 	}
 	for _, d := range []struct {
 		name string
@@ -252,18 +269,124 @@ func (a *Adaptive) check() error {
 	return nil
 }
 
-// adaptNums are release.lua's adaptive numbers for an outcome o: on (1),
-// its class, time to first and to last byte ms (-1: not measured), the
-// backoff's jitter; all 0 (nothing to record) when adaptive politeness is
-// off.
-func (l *Limiter) adaptNums(o Outcome) [5]float64 {
+// adaptNums are release.lua's adaptive numbers for an outcome o of site:
+// on (1), its class, time to first and to last byte ms (-1: not measured),
+// the backoff's jitter, then the outcomes held back before it (held.take);
+// all 0 (nothing to record) when adaptive politeness is off, and the class
+// 0 for an outcome held back.
+func (l *Limiter) adaptNums(site string, o Outcome) [8]float64 {
 	if !l.adaptive {
-		return [5]float64{}
+		return [8]float64{}
 	}
 	if o.Class < OutcomeNone || o.Class > OutcomeConnError {
 		o.Class = OutcomeNone
 	}
-	return [5]float64{1, float64(o.Class), msf(o.TTFB), msf(o.TTLB), rand.Float64()*2 - 1}
+	n, fb, lb, hold := l.held.take(site, o, l.opts.now()(), l.opts.adaptive().hold())
+	if hold {
+		return [8]float64{1, float64(OutcomeNone), -1, -1, 0, 0, -1, -1}
+	}
+	return [8]float64{1, float64(o.Class), msf(o.TTFB), msf(o.TTLB), rand.Float64()*2 - 1, float64(n), fb, lb}
+}
+
+// Healthy outcomes are held back. A site's record in its steady state
+// (full cap, no extra delay, no cool-down, no slow samples in a row, no
+// backoff level) changes under an ordinary response no slower than
+// release.lua's fast_below only in its smoothed times, its best and its
+// window's counts, and recording one costs Redis some 45,000 instructions
+// (parsing, running and writing the record): an eighth of a crawled page's
+// Redis work. So a process holds up to Adaptive.Hold-1 (default 7) such
+// outcomes a site and sends them, summed, with the site's next outcome it
+// records: one that is not such, or the Hold-th, or the first holdFor
+// after the first held (absorb in adaptive.lua). Trouble is recorded at once, as before, with
+// what was held before it; the controller never sees held outcomes as
+// healthy steps (they cannot grow a cap or end a cool-down). What a site
+// sees is unchanged; its record's smoothed times and counts (Status) lag
+// by at most Hold-1 outcomes of each process, and the few a process
+// holds when it ends are lost, which moves nothing but those.
+const (
+	holdFor  = time.Second
+	maxHolds = 4096 // sites a process holds outcomes of, at most
+)
+
+// heldOutcomes are the outcomes a process holds back, by site.
+type heldOutcomes struct {
+	mu sync.Mutex
+	m  map[string]*holding
+}
+
+type holding struct {
+	fast   float64 // ms: an OK no slower may be held (<0: none may)
+	n, nlb int     // outcomes held; of them, with a time to last byte
+	fb, lb float64 // their times to first and last byte, summed (ms)
+	first  time.Time
+}
+
+// take decides on outcome o of site at now: hold it back (hold: fewer than
+// most-1 held until now), or record it, after the n outcomes held until now,
+// their mean times fb and lb ms (-1: none; n 0 when none were held), which
+// it forgets.
+func (h *heldOutcomes) take(site string, o Outcome, now time.Time, most int) (n int, fb, lb float64, hold bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.m[site]
+	if s == nil {
+		return 0, -1, -1, false // nothing known of the site: record it
+	}
+	if o.Class == OutcomeOK && o.TTFB > 0 && s.fast >= 0 && msf(o.TTFB) <= s.fast && s.n < most-1 &&
+		(s.n == 0 || now.Sub(s.first) < holdFor) {
+		if s.n == 0 {
+			s.first = now
+		}
+		s.n++
+		s.fb += msf(o.TTFB)
+		if o.TTLB > 0 {
+			s.nlb++
+			s.lb += msf(o.TTLB)
+		}
+		return 0, -1, -1, true
+	}
+	n, fb, lb = s.n, -1, -1
+	if n > 0 {
+		fb = s.fb / float64(n)
+		if s.nlb > 0 {
+			lb = s.lb / float64(s.nlb)
+		}
+	}
+	s.n, s.nlb, s.fb, s.lb = 0, 0, 0, 0
+	return n, fb, lb, false
+}
+
+// note takes what a release of site said of its record: fastms as
+// release.lua's reply has it (-2: no outcome recorded), and whether the
+// site is reduced, delayed or held off (then nothing may be held).
+func (h *heldOutcomes) note(site string, fastms int64, steady bool) {
+	if fastms == -2 && steady {
+		return // no news
+	}
+	fast := float64(fastms)
+	if !steady || fastms < 0 {
+		fast = -1
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.m[site]
+	if s == nil {
+		if fast < 0 {
+			return
+		}
+		if h.m == nil {
+			h.m = map[string]*holding{}
+		}
+		if len(h.m) >= maxHolds {
+			for k := range h.m { // full: forget one at random, with what it held
+				delete(h.m, k)
+				break
+			}
+		}
+		s = &holding{}
+		h.m[site] = s
+	}
+	s.fast = fast
 }
 
 // msf is d in ms with a fraction, -1 when d is not positive (not measured).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -343,8 +344,9 @@ func TestAdaptStateExpires(t *testing.T) {
 }
 
 // Adaptive politeness costs no round trip, and few commands: acquire reads
-// the health in the MGET it already makes, release reads and rewrites it.
-// Off, nothing touches it.
+// the health in the MGET it already makes, release reads it and rewrites
+// it when it records an outcome (of a steady site's healthy ones, one in
+// Hold). Off, nothing touches it.
 func TestAdaptCommands(t *testing.T) {
 	forModes(t, func(t *testing.T, mode Mode) {
 		rdb := newClient(t)
@@ -385,11 +387,18 @@ func TestAdaptCommands(t *testing.T) {
 		}
 		off := run(&Adaptive{Off: true}, ok(5*time.Millisecond))
 		bare := run(fast(Adaptive{}), Outcome{})
+		each := run(fast(Adaptive{Hold: 1}), ok(5*time.Millisecond))
 		on := run(fast(Adaptive{}), ok(5*time.Millisecond))
-		if bare-off != 1 || on-off != 2 {
-			t.Fatalf("commands per acquire+release: off %.2f, on without an outcome %.2f, on %.2f: want +1 (GET) and +2 (GET, SET)", off, bare, on)
+		if bare-off != 1 || each-off != 2 {
+			t.Fatalf("commands per acquire+release: off %.2f, on without an outcome %.2f, on recording each %.2f: want +1 (GET) and +2 (GET, SET)",
+				off, bare, each)
 		}
-		t.Logf("%s: commands per acquire+release: adaptive off %.2f, on %.2f (+%.2f)", mode, off, on, on-off)
+		// Healthy outcomes held back: 7 of each 8 of a steady site add no
+		// SET (2 of the 20; 3 if a second passed since one was held).
+		if sets := (on - off - 1) * 20; sets < 1.5 || sets > 3.5 {
+			t.Fatalf("commands per acquire+release with outcomes held back: %.2f, off %.2f: %.1f SETs in 20, want 2 (or 3)", on, off, sets)
+		}
+		t.Logf("%s: commands per acquire+release: adaptive off %.2f, on %.2f (+%.2f), recording each %.2f", mode, off, on, on-off, each)
 	})
 }
 
@@ -434,6 +443,75 @@ func TestAdaptSkewedWorker(t *testing.T) {
 		p.Release(ctx)
 		if waited := time.Since(start); waited < backoff*8/10 {
 			t.Fatalf("the skewed worker waited %s, want the backoff", waited)
+		}
+	})
+}
+
+// A process holds a steady site's healthy outcomes back and records them
+// with a later one: the Hold-th, one that is not healthy and fast, or the
+// first a second after. Trouble is recorded at once; a site that is not
+// steady gets each outcome recorded.
+func TestAdaptHoldsHealthyOutcomes(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		var mu sync.Mutex
+		clock := time.Now()
+		now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+		l := newLimiter(t, newClient(t), Options{Mode: mode, Now: now, Adaptive: fast(Adaptive{Window: 100})})
+		site, rule := "held.example", Rule{Limit: 3}
+		okN := func(want int, why string) {
+			t.Helper()
+			if st := status(t, l, site, 3); st.Window.OK != want {
+				t.Fatalf("%s: %d OK recorded, want %d (%+v)", why, st.Window.OK, want, st)
+			}
+		}
+		feed(t, l, site, rule, ok(50*time.Millisecond))
+		okN(1, "the first outcome (nothing known of the site)")
+		for range 7 {
+			feed(t, l, site, rule, ok(40*time.Millisecond))
+		}
+		okN(1, "seven fast ones after it")
+		feed(t, l, site, rule, ok(40*time.Millisecond))
+		okN(9, "the eighth")
+		if st := status(t, l, site, 3); st.TTFB >= 45*time.Millisecond || st.TTFB < 40*time.Millisecond {
+			t.Fatalf("smoothed TTFB %s after one 50ms and eight 40ms samples: want them all in it (40-45ms)", st.TTFB)
+		}
+		for range 3 {
+			feed(t, l, site, rule, ok(40*time.Millisecond))
+		}
+		feed(t, l, site, rule, ok(400*time.Millisecond))
+		okN(13, "three fast ones and a slow one")
+		feed(t, l, site, rule, ok(40*time.Millisecond)) // the record has a slow sample: not steady
+		okN(14, "a fast one after a slow one")
+		feed(t, l, site, rule, ok(40*time.Millisecond))
+		feed(t, l, site, rule, Outcome{Class: OutcomeServerError})
+		if st := status(t, l, site, 3); st.Window.OK != 15 || st.Window.ServerErrors != 1 {
+			t.Fatalf("a fast one and an error: window %+v, want 15 OK and the error", st.Window)
+		}
+		feed(t, l, site, rule, ok(40*time.Millisecond)) // one error in 100 is no trouble: still steady
+		okN(15, "a fast one after the error")
+		feed(t, l, site, rule, ok(40*time.Millisecond))
+		okN(15, "another")
+		mu.Lock()
+		clock = clock.Add(1100 * time.Millisecond)
+		mu.Unlock()
+		feed(t, l, site, rule, ok(40*time.Millisecond))
+		okN(18, "one more after a second")
+
+		// A reduced site is not steady: each outcome is recorded.
+		reduce(t, l, site, rule)
+		before := status(t, l, site, 3).Window.OK
+		for i := range 3 {
+			feed(t, l, site, rule, ok(40*time.Millisecond))
+			okN(before+i+1, "a fast one at a reduced cap")
+		}
+
+		// Hold 1: every outcome at once.
+		l1 := newLimiter(t, newClient(t), Options{Mode: mode, Prefix: testPrefix(t) + ":1", Adaptive: fast(Adaptive{Window: 100, Hold: 1})})
+		for range 3 {
+			feed(t, l1, site, rule, ok(40*time.Millisecond))
+		}
+		if st := status(t, l1, site, 3); st.Window.OK != 3 {
+			t.Fatalf("Hold 1: %d OK recorded of 3", st.Window.OK)
 		}
 	})
 }

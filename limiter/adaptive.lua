@@ -133,20 +133,62 @@ local function slow_vs(x, best, P)
   return x > P.factor * best and x - best > P.excess
 end
 
+-- fast_below is the time to first byte (ms) at or under which an ordinary
+-- response changes record h only in its smoothed times, its best and its
+-- window's counts, because h is steady: full cap, no extra delay, no
+-- cool-down, no slow samples in a row, no backoff level, a best known.
+-- -1 when h is not steady. A process may hold such outcomes back and send
+-- them summed with a later one (absorb; Go: heldOutcomes).
+local function fast_below(h, P)
+  if h[1] ~= 0 or h[2] ~= 0 or h[7] ~= 0 or h[16] ~= 0 or h[18] ~= 0 or h[5] < 0 then
+    return -1
+  end
+  return math.max(P.factor * h[5], h[5] + P.excess)
+end
+
+-- absorb records n ordinary responses a process held back (each at or
+-- under fast_below when it was held; fb and lb their mean times to first
+-- and last byte, ms, lb -1 when none was measured): the smoothed times move
+-- as n such samples in a row move them, the best follows, and the window
+-- counts them. It touches nothing else, not even when the record has left
+-- its steady state since (another process's trouble): it never shortens a
+-- cool-down, ends a slow run or grows a cap.
+local function absorb(h, n, fb, lb, P)
+  local w = 1 - (1 - P.alpha) ^ n
+  h[3] = h[3] < 0 and fb or h[3] + w * (fb - h[3])
+  if lb >= 0 then
+    h[4] = h[4] < 0 and lb or h[4] + w * (lb - h[4])
+  end
+  if h[5] < 0 or h[3] < h[5] then
+    h[5], h[6] = h[3], 0
+  elseif not slow_vs(h[3], h[5], P) then
+    h[6] = 0
+  end
+  if h[8] >= P.window then
+    h[8], h[9], h[10], h[11], h[12], h[13] = 0, 0, 0, 0, 0, 0
+  end
+  h[8], h[9] = h[8] + n, h[9] + n
+end
+
 -- adapt records one fetch's outcome (class cls, ttfb and ttlb ms, -1 when
 -- not measured) in health record h (nil: a new one) under the site's rule
--- limit, and runs the controller. clock() returns the server ms (down,
--- up), the same on every call (release.lua's reads TIME once), called
--- only when needed. jit in [-1, 1] spreads the backoff +-10 %.
+-- limit, and runs the controller; first, with bn > 0, it absorbs the bn
+-- outcomes held back before it (mean times bfb and blb). clock() returns
+-- the server ms (down, up), the same on every call (release.lua's reads
+-- TIME once), called only when needed. jit in [-1, 1] spreads the backoff
+-- +-10 %.
 -- Returns the record and what changed: bit 1 a decrease (cap or delay),
 -- bit 2 an increase, bit 4 a new backoff.
-local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
+local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock, bn, bfb, blb)
   local ev = 0
   if not h then
     h = {0, 0, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, P.window, 0, 0, 0, 0, 0}
   end
   if h[1] >= limit then
     h[1] = 0
+  end
+  if bn > 0 then
+    absorb(h, bn, bfb, blb, P)
   end
   -- now and up: the server ms, read (clock) where one is needed.
   local now, up

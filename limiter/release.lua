@@ -12,7 +12,10 @@
 -- counts (ms), then adaptive politeness: on (1), the fetch's outcome class
 -- (0: none, record nothing), its time to first byte ms, to last byte ms
 -- (-1: unknown), a random number in [-1, 1] (the backoff's jitter); then
--- the keep: keep (1), its rule's limit, delay ms and key TTL ms.
+-- the keep: keep (1), its rule's limit, delay ms and key TTL ms; then the
+-- outcomes the process held back (heldOutcomes), recorded before this one:
+-- how many (0: none), their mean times to first and last byte ms (-1: not
+-- measured).
 -- With the ceiling, the limit and delay are tightened to it first: a permit
 -- granted before a stricter contributor was recorded wakes no more waiters
 -- and starts no shorter delay than the site's rule now.
@@ -32,25 +35,27 @@
 -- kept rule (with a contributor, recorded and ceiled as acquire.lua does).
 -- keep 0 = a plain release.
 -- Returns one string (a table reply costs Redis some 5,000 instructions
--- more, measured under callgrind): 12 numbers packed (luanums), 1 if the
+-- more, measured under callgrind): 13 numbers packed (luanums), 1 if the
 -- entry was still there else 0, wait ms, limit applied,
 -- what the controller changed (adapt's bits), the effective cap (0: not
 -- reduced), the extra delay ms, ms the site is held off by its backoff,
 -- kept (1: the entry keeps its slot, 0: it was removed), and when
 -- kept the server ms, the entry's rank, the kept rule's limit and delay ms
--- (0s when not); then the ids published, separated by spaces
+-- (0s when not), the record's fast_below after an outcome was recorded
+-- (-1: not steady, or adaptive politeness off; -2: no outcome recorded, so
+-- no news); then the ids published, separated by spaces
 -- so that the releaser can also wake waiters in its own process at once,
 -- before the message reaches it.
 K = site_keys(KEYS)
 local id = ARGV[1]
-local limit, lease, delay, held, ttl, ceil, rulems, adaptive, cls, ttfb, ttlb, jit, keep, klimit, kdelay, kttl =
-  nums(ARGV[2], 16)
+local limit, lease, delay, held, ttl, ceil, rulems, adaptive, cls, ttfb, ttlb, jit, keep, klimit, kdelay, kttl, bn, bfb,
+  blb = nums(ARGV[2], 19)
 local wait, now, up, tm = 0, nil, nil, nil -- tm: TIME's reply (ms_text)
 if ceil == 1 then
   now, up, tm = server_ms()
   limit, delay, ttl = apply_ceiling(now, rulems, {}, false, limit, delay, ttl)
 end
-local ev, hcap, hdelay, hoff = 0, 0, 0, 0
+local ev, hcap, hdelay, hoff, fastms = 0, 0, 0, 0, -1
 -- A release that may keep its slot reads the site lock and the
 -- next-request mark with the health, in one command (got), for the keep's
 -- check; a SET of the mark on the way drops that copy (got = nil).
@@ -73,7 +78,8 @@ if adaptive == 1 then
       return now, up
     end
     local h, ttl
-    h, ev, ttl = adapt(health_parse(raw), limit, cls, ttfb, ttlb, jit, P, clock)
+    h, ev, ttl = adapt(health_parse(raw), limit, cls, ttfb, ttlb, jit, P, clock, bn, bfb, blb)
+    fastms = fast_below(h, P)
     redis.call('SET', K[6], health_format(h), 'PX', health_px(ttl, P))
     if ev >= 4 then
       -- A new backoff: nobody starts before its end (never shortening a
@@ -89,6 +95,7 @@ if adaptive == 1 then
     hcap, hdelay = h[1], h[2]
   else
     hcap, hdelay = health_head(raw)
+    fastms = -2
   end
   limit, delay = tighten(hcap, hdelay, limit, delay)
 end
@@ -130,7 +137,7 @@ if keeping then
         redis.call('ZADD', K[2], int_text(c), id)
         redis.call('ZADD', K[1], ms_text(tm), id)
         touch(kttl, lease, false)
-        return packed(1, 0, limit, ev, hcap, hdelay, hoff, 1, now, owned - 1, klimit, kdelay)
+        return packed(1, 0, limit, ev, hcap, hdelay, hoff, 1, now, owned - 1, klimit, kdelay, fastms)
       end
       -- No counter under a live entry: not this script's to judge; undo
       -- the INCR and release.
@@ -161,7 +168,7 @@ else
   removed = redis.call('ZREM', K[1], id)
   redis.call('ZREM', K[2], id)
 end
-local out = packed(removed, wait, limit, ev, hcap, hdelay, hoff, 0, 0, 0, 0, 0)
+local out = packed(removed, wait, limit, ev, hcap, hdelay, hoff, 0, 0, 0, 0, 0, fastms)
 if front then
   out = out .. table.concat(front, ' ') -- ids hold no space (tell)
 end
