@@ -84,6 +84,16 @@ local function count(field, n)
   delta[field] = (delta[field] or 0) + n
 end
 
+-- ttl_text is ttl as text for PEXPIRE (a number argument costs Redis a
+-- "%.17g"), made once for each ttl (a library's locals outlive a call).
+local ttl_of, ttl_txt
+local function ttl_text()
+  if ttl ~= ttl_of then
+    ttl_of, ttl_txt = ttl, int_text(ttl)
+  end
+  return ttl_txt
+end
+
 local function qkey(site)
   return base .. 'q:' .. site
 end
@@ -92,7 +102,7 @@ end
 -- from their creation (keep).
 local function pushed(q, n)
   if n == 1 then
-    redis.call('PEXPIRE', q, ttl)
+    redis.call('PEXPIRE', q, ttl_text())
   end
 end
 
@@ -215,7 +225,7 @@ local function admit(i0)
     end
   end
   if room then -- the overflow lives as long as the URLs that feed it come
-    redis.call('PEXPIRE', base .. 'overflow', ttl)
+    redis.call('PEXPIRE', base .. 'overflow', ttl_text())
   end
   count('admitted', added)
   count('over', over)
@@ -417,24 +427,27 @@ local function keep()
   if refresh == 0 or redis.call('PTTL', K[1]) >= ttl - refresh then
     return
   end
-  redis.call('HINCRBY', K[3], 'ids', 0)
+  -- Text arguments: a number would cost a "%.17g" each, and a refresh
+  -- makes some 600 calls and more (every queue).
+  local ttl_t = ttl_text()
+  redis.call('HINCRBY', K[3], 'ids', '0')
   redis.call('ZADD', K[1], '+inf', '')
   redis.call('ZADD', K[2], '+inf', '')
   for i = 4, 6 do
     redis.call('HSETNX', K[i], '', '')
   end
   for i = 1, #K do
-    redis.call('PEXPIRE', K[i], ttl)
+    redis.call('PEXPIRE', K[i], ttl_t)
   end
-  for _, site in ipairs(redis.call('ZRANGE', K[1], 0, -1)) do
+  for _, site in ipairs(redis.call('ZRANGE', K[1], '0', '-1')) do
     if site ~= '' then
-      redis.call('PEXPIRE', qkey(site), ttl)
+      redis.call('PEXPIRE', qkey(site), ttl_t)
     end
   end
   for b = 0, 255 do
     local k = base .. 'seen:' .. b
-    redis.call('SADD', k, 0) -- the sentinel: fingerprint 0 counts as seen
-    redis.call('PEXPIRE', k, ttl)
+    redis.call('SADD', k, '0') -- the sentinel: fingerprint 0 counts as seen
+    redis.call('PEXPIRE', k, ttl_t)
   end
 end
 
