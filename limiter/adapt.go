@@ -21,10 +21,10 @@ import (
 // longer delay). The record costs no round trip: acquire reads it in the
 // MGET it already makes, release rewrites it in its own script.
 //
-// A process holds a steady site's fast, healthy outcomes back and records
-// them together with a later one (heldOutcomes): they change nothing but
-// the record's smoothed times and counts, and a write of the record is
-// most of what recording costs Redis.
+// A process holds a steady site's ordinary outcomes back and records them,
+// in order, with a later one (heldOutcomes): they change nothing but the
+// record's smoothed times and counts, and a write of the record is most of
+// what recording costs Redis.
 //
 // The controller, per recorded outcome (defaults in Adaptive):
 //
@@ -153,9 +153,9 @@ type Adaptive struct {
 	// BestMemory is how long a site may stay slow before its best time
 	// re-bases on its current one. Default 10m.
 	BestMemory time.Duration
-	// Hold is how many healthy outcomes of a steady site a process may
+	// Hold is how many ordinary outcomes of a steady site a process may
 	// hold back and record together (see heldOutcomes): up to Hold-1
-	// held, sent with the next. Default 8; 1 records each at once.
+	// held, recorded with the next. Default 8; 1 records each at once.
 	Hold int
 }
 
@@ -271,38 +271,44 @@ func (a *Adaptive) check() error {
 
 // adaptNums are release.lua's adaptive numbers for an outcome o of site:
 // on (1), its class, time to first and to last byte ms (-1: not measured),
-// the backoff's jitter, then the outcomes held back before it (held.take);
-// all 0 (nothing to record) when adaptive politeness is off, and the class
-// 0 for an outcome held back.
-func (l *Limiter) adaptNums(site string, o Outcome) [8]float64 {
+// the backoff's jitter; all 0 (nothing to record) when adaptive politeness
+// is off, and the class 0 for an outcome held back. held are the outcomes
+// held back until now, to record before it (heldOutcomes.take).
+func (l *Limiter) adaptNums(site string, o Outcome) (nums [5]float64, held []float64) {
 	if !l.adaptive {
-		return [8]float64{}
+		return [5]float64{}, nil
 	}
 	if o.Class < OutcomeNone || o.Class > OutcomeConnError {
 		o.Class = OutcomeNone
 	}
-	n, fb, lb, hold := l.held.take(site, o, l.opts.now()(), l.opts.adaptive().hold())
+	held, hold := l.held.take(site, o, l.opts.now()(), l.opts.adaptive().hold(), l.slow)
 	if hold {
-		return [8]float64{1, float64(OutcomeNone), -1, -1, 0, 0, -1, -1}
+		return [5]float64{1, float64(OutcomeNone), -1, -1, 0}, nil
 	}
-	return [8]float64{1, float64(o.Class), msf(o.TTFB), msf(o.TTLB), rand.Float64()*2 - 1, float64(n), fb, lb}
+	return [5]float64{1, float64(o.Class), msf(o.TTFB), msf(o.TTLB), rand.Float64()*2 - 1}, held
 }
 
-// Healthy outcomes are held back. A site's record in its steady state
-// (full cap, no extra delay, no cool-down, no slow samples in a row, no
-// backoff level) changes under an ordinary response no slower than
-// release.lua's fast_below only in its smoothed times, its best and its
-// window's counts, and recording one costs Redis some 45,000 instructions
-// (parsing, running and writing the record): an eighth of a crawled page's
-// Redis work. So a process holds up to Adaptive.Hold-1 (default 7) such
-// outcomes a site and sends them, summed, with the site's next outcome it
-// records: one that is not such, or the Hold-th, or the first holdFor
-// after the first held (absorb in adaptive.lua). Trouble is recorded at once, as before, with
-// what was held before it; the controller never sees held outcomes as
-// healthy steps (they cannot grow a cap or end a cool-down). What a site
-// sees is unchanged; its record's smoothed times and counts (Status) lag
-// by at most Hold-1 outcomes of each process, and the few a process
-// holds when it ends are lost, which moves nothing but those.
+// Healthy outcomes are held back. Recording an outcome costs Redis some
+// 45,000 instructions (parsing, running and writing the site's record): an
+// eighth of a crawled page's Redis work. On a steady site (full cap, no
+// extra delay, no slowness noted) an ordinary response that is not slow against the best
+// changes only the record's smoothed times, best and counts; every
+// release's reply says whether the site is steady and gives its smoothed
+// time to first byte and best (steady in adaptive.lua). Such outcomes a process holds back, up to
+// Adaptive.Hold-1 (default 7) per site, following the best as they would
+// move it, and sends them with the site's next outcome it records: the
+// Hold-th, one slow or not ordinary, the first one holdFor after the first
+// held, or the next one after a release's reply (another process's
+// outcomes) made one held slow. That release records them first, in their
+// order, each as it would have been (adapt's held), then its own; so
+// trouble is recorded at once as before, and the held ones can only ever
+// make the controller more careful (they end no slow run and grow no cap,
+// whatever came between). What a site sees is unchanged; its record's
+// smoothed times and counts (Status) lag by at most Hold-1 outcomes of
+// each process. Held outcomes are lost when their process ends, or its
+// release fails, or it never records the site again; they would have moved
+// nothing but those figures. Replies of concurrent releases may be noted
+// out of order, so what a process holds by can be one release old.
 const (
 	holdFor  = time.Second
 	maxHolds = 4096 // sites a process holds outcomes of, at most
@@ -315,63 +321,82 @@ type heldOutcomes struct {
 }
 
 type holding struct {
-	fast   float64 // ms: an OK no slower may be held (<0: none may)
-	n, nlb int     // outcomes held; of them, with a time to last byte
-	fb, lb float64 // their times to first and last byte, summed (ms)
-	first  time.Time
+	fb, best float64   // the record's smoothed and best time to first byte ms, as last noted (best < 0: not steady)
+	held     []float64 // held outcomes' times to first and last byte ms, in order
+	first    time.Time // when the first was held
+	flush    bool      // a reply made one held slow: record at the next outcome
+}
+
+// slowness is what tells a slow sample (adaptive.lua's slow_vs) and moves
+// the smoothed time: Slowdown, MinExcess ms and Smoothing.
+type slowness struct{ factor, excess, alpha float64 }
+
+func (a *Adaptive) slowness() slowness {
+	var z Adaptive
+	if a != nil {
+		z = *a
+	}
+	return slowness{def(z.Slowdown, 2.5), float64(ms(def(z.MinExcess, 50*time.Millisecond))), min(def(z.Smoothing, 0.25), 1)}
+}
+
+// fits reports whether the held outcomes and then x ms (none when x is 0)
+// are none of them slow, each against the best as the ones before it
+// leave it, from the record as last noted.
+func (s *holding) fits(p slowness, x float64) bool {
+	if s.best < 0 {
+		return false
+	}
+	fb, best := s.fb, s.best
+	next := func(v float64) bool {
+		if v > max(p.factor*best, best+p.excess) {
+			return false
+		}
+		fb += p.alpha * (v - fb)
+		best = min(best, fb)
+		return true
+	}
+	for i := 0; i < len(s.held); i += 2 {
+		if !next(s.held[i]) {
+			return false
+		}
+	}
+	return x == 0 || next(x)
 }
 
 // take decides on outcome o of site at now: hold it back (hold: fewer than
-// most-1 held until now), or record it, after the n outcomes held until now,
-// their mean times fb and lb ms (-1: none; n 0 when none were held), which
-// it forgets.
-func (h *heldOutcomes) take(site string, o Outcome, now time.Time, most int) (n int, fb, lb float64, hold bool) {
+// most-1 held until now), or record it after held, the outcomes held until
+// now (times to first and last byte ms, in order), which it forgets. An
+// outcome of class OutcomeNone records nothing and leaves them held.
+func (h *heldOutcomes) take(site string, o Outcome, now time.Time, most int, p slowness) (held []float64, hold bool) {
+	if o.Class == OutcomeNone {
+		return nil, false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.m[site]
 	if s == nil {
-		return 0, -1, -1, false // nothing known of the site: record it
+		return nil, false // nothing known of the site: record it
 	}
-	if o.Class == OutcomeOK && o.TTFB > 0 && s.fast >= 0 && msf(o.TTFB) <= s.fast && s.n < most-1 &&
-		(s.n == 0 || now.Sub(s.first) < holdFor) {
-		if s.n == 0 {
+	if o.Class == OutcomeOK && o.TTFB > 0 && !s.flush && len(s.held) < 2*(most-1) &&
+		(len(s.held) == 0 || now.Sub(s.first) < holdFor) && s.fits(p, msf(o.TTFB)) {
+		if len(s.held) == 0 {
 			s.first = now
 		}
-		s.n++
-		s.fb += msf(o.TTFB)
-		if o.TTLB > 0 {
-			s.nlb++
-			s.lb += msf(o.TTLB)
-		}
-		return 0, -1, -1, true
+		s.held = append(s.held, msf(o.TTFB), msf(o.TTLB))
+		return nil, true
 	}
-	n, fb, lb = s.n, -1, -1
-	if n > 0 {
-		fb = s.fb / float64(n)
-		if s.nlb > 0 {
-			lb = s.lb / float64(s.nlb)
-		}
-	}
-	s.n, s.nlb, s.fb, s.lb = 0, 0, 0, 0
-	return n, fb, lb, false
+	held, s.held, s.flush = s.held, nil, false
+	return held, false
 }
 
-// note takes what a release of site said of its record: fastms as
-// release.lua's reply has it (-2: no outcome recorded), and whether the
-// site is reduced, delayed or held off (then nothing may be held).
-func (h *heldOutcomes) note(site string, fastms int64, steady bool) {
-	if fastms == -2 && steady {
-		return // no news
-	}
-	fast := float64(fastms)
-	if !steady || fastms < 0 {
-		fast = -1
-	}
+// note takes what a release of site found: the record's smoothed and best
+// time to first byte us (-1: not steady).
+func (h *heldOutcomes) note(site string, fbus, bestus int64, p slowness) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.m[site]
 	if s == nil {
-		if fast < 0 {
+		if bestus < 0 {
 			return
 		}
 		if h.m == nil {
@@ -386,7 +411,13 @@ func (h *heldOutcomes) note(site string, fastms int64, steady bool) {
 		s = &holding{}
 		h.m[site] = s
 	}
-	s.fast = fast
+	s.fb, s.best = float64(fbus)/1000, float64(bestus)/1000
+	if bestus < 0 {
+		s.best = -1
+	}
+	if len(s.held) > 0 && !s.fits(p, 0) {
+		s.flush = true
+	}
 }
 
 // msf is d in ms with a fraction, -1 when d is not positive (not measured).
