@@ -360,8 +360,7 @@ func TestAdaptiveOutcomeOnReservation(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	defer hs.Close()
-	// Hold 1: each outcome recorded at once, so that the page's shows.
-	tr := fleet(t, 1, keyPrefix(t), limiter.Options{Adaptive: &limiter.Adaptive{Hold: 1}})[0]
+	tr := fleet(t, 1, keyPrefix(t), limiter.Options{})[0]
 	u := mustURL(t, hs.URL+"/p/1")
 	ctx := t.Context()
 	res, err := tr.Reserve(ctx, u, time.Second)

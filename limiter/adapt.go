@@ -21,11 +21,6 @@ import (
 // longer delay). The record costs no round trip: acquire reads it in the
 // MGET it already makes, release rewrites it in its own script.
 //
-// A process holds a steady site's ordinary outcomes back and records them,
-// in order, with a later one (heldOutcomes): they change nothing but the
-// record's smoothed times and counts, and a write of the record is most of
-// what recording costs Redis.
-//
 // The controller, per recorded outcome (defaults in Adaptive):
 //
 //   - Trouble is the smoothed time to first byte (an EWMA of ordinary
@@ -153,10 +148,6 @@ type Adaptive struct {
 	// BestMemory is how long a site may stay slow before its best time
 	// re-bases on its current one. Default 10m.
 	BestMemory time.Duration
-	// Hold is how many ordinary outcomes of a steady site a process may
-	// hold back and record together (see heldOutcomes): up to Hold-1
-	// held, recorded with the next. Default 8; 1 records each at once.
-	Hold int
 }
 
 func (a *Adaptive) on() bool { return a == nil || !a.Off }
@@ -173,13 +164,6 @@ func (a *Adaptive) maxWindow() int {
 		return 16 * a.window()
 	}
 	return max(a.MaxWindow, a.window())
-}
-
-func (a *Adaptive) hold() int {
-	if a == nil || a.Hold <= 0 {
-		return 8
-	}
-	return a.Hold
 }
 
 func (a *Adaptive) backoff() time.Duration {
@@ -253,9 +237,8 @@ func (a *Adaptive) check() error {
 		return bad("Smoothing", a.Smoothing, "in (0, 1]")
 	case a.ErrorShare < 0 || a.ErrorShare > 1:
 		return bad("ErrorShare", a.ErrorShare, "in (0, 1]")
-	case a.Window < 0 || a.MaxWindow < 0 || a.Cooldown < 0 || a.SlowRun < 0 || a.Hold < 0:
-		return bad("Window, MaxWindow, Cooldown, SlowRun or Hold", fmt.Sprint(a.Window, a.MaxWindow, a.Cooldown, a.SlowRun, a.Hold),
-			"a positive count")
+	case a.Window < 0 || a.MaxWindow < 0 || a.Cooldown < 0 || a.SlowRun < 0:
+		return bad("Window, MaxWindow, Cooldown or SlowRun", fmt.Sprint(a.Window, a.MaxWindow, a.Cooldown, a.SlowRun), "a positive count")
 	}
 	for _, d := range []struct {
 		name string
@@ -269,155 +252,18 @@ func (a *Adaptive) check() error {
 	return nil
 }
 
-// adaptNums are release.lua's adaptive numbers for an outcome o of site:
-// on (1), its class, time to first and to last byte ms (-1: not measured),
-// the backoff's jitter; all 0 (nothing to record) when adaptive politeness
-// is off, and the class 0 for an outcome held back. held are the outcomes
-// held back until now, to record before it (heldOutcomes.take).
-func (l *Limiter) adaptNums(site string, o Outcome) (nums [5]float64, held []float64) {
+// adaptNums are release.lua's adaptive numbers for an outcome o: on (1),
+// its class, time to first and to last byte ms (-1: not measured), the
+// backoff's jitter; all 0 (nothing to record) when adaptive politeness is
+// off.
+func (l *Limiter) adaptNums(o Outcome) [5]float64 {
 	if !l.adaptive {
-		return [5]float64{}, nil
+		return [5]float64{}
 	}
 	if o.Class < OutcomeNone || o.Class > OutcomeConnError {
 		o.Class = OutcomeNone
 	}
-	held, hold := l.held.take(site, o, l.opts.now()(), l.opts.adaptive().hold(), l.slow)
-	if hold {
-		return [5]float64{1, float64(OutcomeNone), -1, -1, 0}, nil
-	}
-	return [5]float64{1, float64(o.Class), msf(o.TTFB), msf(o.TTLB), rand.Float64()*2 - 1}, held
-}
-
-// Healthy outcomes are held back. Recording an outcome costs Redis some
-// 45,000 instructions (parsing, running and writing the site's record): an
-// eighth of a crawled page's Redis work. On a steady site (full cap, no
-// extra delay, no slowness noted) an ordinary response that is not slow against the best
-// changes only the record's smoothed times, best and counts; every
-// release's reply says whether the site is steady and gives its smoothed
-// time to first byte and best (steady in adaptive.lua). Such outcomes a process holds back, up to
-// Adaptive.Hold-1 (default 7) per site, following the best as they would
-// move it, and sends them with the site's next outcome it records: the
-// Hold-th, one slow or not ordinary, the first one holdFor after the first
-// held, or the next one after a release's reply (another process's
-// outcomes) made one held slow. That release records them first, in their
-// order, each as it would have been (adapt's held), then its own; so
-// trouble is recorded at once as before, and the held ones can only ever
-// make the controller more careful (they end no slow run and grow no cap,
-// whatever came between). What a site sees is unchanged; its record's
-// smoothed times and counts (Status) lag by at most Hold-1 outcomes of
-// each process. Held outcomes are lost when their process ends, or its
-// release fails, or it never records the site again; they would have moved
-// nothing but those figures. Replies of concurrent releases may be noted
-// out of order, so what a process holds by can be one release old.
-const (
-	holdFor  = time.Second
-	maxHolds = 4096 // sites a process holds outcomes of, at most
-)
-
-// heldOutcomes are the outcomes a process holds back, by site.
-type heldOutcomes struct {
-	mu sync.Mutex
-	m  map[string]*holding
-}
-
-type holding struct {
-	fb, best float64   // the record's smoothed and best time to first byte ms, as last noted (best < 0: not steady)
-	held     []float64 // held outcomes' times to first and last byte ms, in order
-	first    time.Time // when the first was held
-	flush    bool      // a reply made one held slow: record at the next outcome
-}
-
-// slowness is what tells a slow sample (adaptive.lua's slow_vs) and moves
-// the smoothed time: Slowdown, MinExcess ms and Smoothing.
-type slowness struct{ factor, excess, alpha float64 }
-
-func (a *Adaptive) slowness() slowness {
-	var z Adaptive
-	if a != nil {
-		z = *a
-	}
-	return slowness{def(z.Slowdown, 2.5), float64(ms(def(z.MinExcess, 50*time.Millisecond))), min(def(z.Smoothing, 0.25), 1)}
-}
-
-// fits reports whether the held outcomes and then x ms (none when x is 0)
-// are none of them slow, each against the best as the ones before it
-// leave it, from the record as last noted.
-func (s *holding) fits(p slowness, x float64) bool {
-	if s.best < 0 {
-		return false
-	}
-	fb, best := s.fb, s.best
-	next := func(v float64) bool {
-		if v > max(p.factor*best, best+p.excess) {
-			return false
-		}
-		fb += p.alpha * (v - fb)
-		best = min(best, fb)
-		return true
-	}
-	for i := 0; i < len(s.held); i += 2 {
-		if !next(s.held[i]) {
-			return false
-		}
-	}
-	return x == 0 || next(x)
-}
-
-// take decides on outcome o of site at now: hold it back (hold: fewer than
-// most-1 held until now), or record it after held, the outcomes held until
-// now (times to first and last byte ms, in order), which it forgets. An
-// outcome of class OutcomeNone records nothing and leaves them held.
-func (h *heldOutcomes) take(site string, o Outcome, now time.Time, most int, p slowness) (held []float64, hold bool) {
-	if o.Class == OutcomeNone {
-		return nil, false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s := h.m[site]
-	if s == nil {
-		return nil, false // nothing known of the site: record it
-	}
-	if o.Class == OutcomeOK && o.TTFB > 0 && !s.flush && len(s.held) < 2*(most-1) &&
-		(len(s.held) == 0 || now.Sub(s.first) < holdFor) && s.fits(p, msf(o.TTFB)) {
-		if len(s.held) == 0 {
-			s.first = now
-		}
-		s.held = append(s.held, msf(o.TTFB), msf(o.TTLB))
-		return nil, true
-	}
-	held, s.held, s.flush = s.held, nil, false
-	return held, false
-}
-
-// note takes what a release of site found: the record's smoothed and best
-// time to first byte us (-1: not steady).
-func (h *heldOutcomes) note(site string, fbus, bestus int64, p slowness) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s := h.m[site]
-	if s == nil {
-		if bestus < 0 {
-			return
-		}
-		if h.m == nil {
-			h.m = map[string]*holding{}
-		}
-		if len(h.m) >= maxHolds {
-			for k := range h.m { // full: forget one at random, with what it held
-				delete(h.m, k)
-				break
-			}
-		}
-		s = &holding{}
-		h.m[site] = s
-	}
-	s.fb, s.best = float64(fbus)/1000, float64(bestus)/1000
-	if bestus < 0 {
-		s.best = -1
-	}
-	if len(s.held) > 0 && !s.fits(p, 0) {
-		s.flush = true
-	}
+	return [5]float64{1, float64(o.Class), msf(o.TTFB), msf(o.TTLB), rand.Float64()*2 - 1}
 }
 
 // msf is d in ms with a fraction, -1 when d is not positive (not measured).

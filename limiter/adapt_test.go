@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 )
@@ -344,9 +343,8 @@ func TestAdaptStateExpires(t *testing.T) {
 }
 
 // Adaptive politeness costs no round trip, and few commands: acquire reads
-// the health in the MGET it already makes, release reads it and rewrites
-// it when it records an outcome (of a steady site's healthy ones, one in
-// Hold). Off, nothing touches it.
+// the health in the MGET it already makes, release reads and rewrites it.
+// Off, nothing touches it.
 func TestAdaptCommands(t *testing.T) {
 	forModes(t, func(t *testing.T, mode Mode) {
 		rdb := newClient(t)
@@ -387,18 +385,11 @@ func TestAdaptCommands(t *testing.T) {
 		}
 		off := run(&Adaptive{Off: true}, ok(5*time.Millisecond))
 		bare := run(fast(Adaptive{}), Outcome{})
-		each := run(fast(Adaptive{Hold: 1}), ok(5*time.Millisecond))
 		on := run(fast(Adaptive{}), ok(5*time.Millisecond))
-		if bare-off != 1 || each-off != 2 {
-			t.Fatalf("commands per acquire+release: off %.2f, on without an outcome %.2f, on recording each %.2f: want +1 (GET) and +2 (GET, SET)",
-				off, bare, each)
+		if bare-off != 1 || on-off != 2 {
+			t.Fatalf("commands per acquire+release: off %.2f, on without an outcome %.2f, on %.2f: want +1 (GET) and +2 (GET, SET)", off, bare, on)
 		}
-		// Healthy outcomes held back: 7 of each 8 of a steady site add no
-		// SET (2 of the 20; 3 if a second passed since one was held).
-		if sets := (on - off - 1) * 20; sets < 1.5 || sets > 3.5 {
-			t.Fatalf("commands per acquire+release with outcomes held back: %.2f, off %.2f: %.1f SETs in 20, want 2 (or 3)", on, off, sets)
-		}
-		t.Logf("%s: commands per acquire+release: adaptive off %.2f, on %.2f (+%.2f), recording each %.2f", mode, off, on, on-off, each)
+		t.Logf("%s: commands per acquire+release: adaptive off %.2f, on %.2f (+%.2f)", mode, off, on, on-off)
 	})
 }
 
@@ -443,133 +434,6 @@ func TestAdaptSkewedWorker(t *testing.T) {
 		p.Release(ctx)
 		if waited := time.Since(start); waited < backoff*8/10 {
 			t.Fatalf("the skewed worker waited %s, want the backoff", waited)
-		}
-	})
-}
-
-// A process holds a steady site's ordinary outcomes back (not slow) and
-// records them, in order, with a later one: the Hold-th, one slow or not
-// ordinary, or the first a second after. Trouble is recorded at once; a release without an outcome keeps
-// them held; a site that is not steady gets each outcome recorded.
-func TestAdaptHoldsOutcomes(t *testing.T) {
-	forModes(t, func(t *testing.T, mode Mode) {
-		var mu sync.Mutex
-		clock := time.Now()
-		now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-		l := newLimiter(t, newClient(t), Options{Mode: mode, Now: now, Adaptive: fast(Adaptive{Window: 100})})
-		site, rule := "held.example", Rule{Limit: 3}
-		okN := func(want int, why string) {
-			t.Helper()
-			if st := status(t, l, site, 3); st.Window.OK != want {
-				t.Fatalf("%s: %d OK recorded, want %d (%+v)", why, st.Window.OK, want, st)
-			}
-		}
-		ms := time.Millisecond
-		feed(t, l, site, rule, ok(40*ms))
-		okN(1, "the first outcome (nothing known of the site)")
-		for range 7 {
-			feed(t, l, site, rule, ok(45*ms))
-		}
-		okN(1, "seven ordinary ones after it")
-		feed(t, l, site, rule, ok(45*ms))
-		okN(9, "the eighth")
-		// Each in turn: 45 - 5 * 0.75^8 ms, as if recorded one by one.
-		if st := status(t, l, site, 3); st.TTFB < 44*ms || st.TTFB > 45*ms || st.BestTTFB != 40*ms {
-			t.Fatalf("smoothed TTFB %s, best %s after one 40ms and eight 45ms samples: want 44.5ms and 40ms", st.TTFB, st.BestTTFB)
-		}
-		for range 3 {
-			feed(t, l, site, rule, ok(45*ms))
-		}
-		feed(t, l, site, rule, ok(400*ms))
-		okN(13, "three ordinary ones and a slow one")
-		feed(t, l, site, rule, ok(45*ms)) // the record has a slow sample: not steady
-		okN(14, "an ordinary one after a slow one")
-		feed(t, l, site, rule, ok(45*ms))
-		feed(t, l, site, rule, Outcome{Class: OutcomeServerError})
-		if st := status(t, l, site, 3); st.Window.OK != 15 || st.Window.ServerErrors != 1 {
-			t.Fatalf("an ordinary one and an error: window %+v, want 15 OK and the error", st.Window)
-		}
-		feed(t, l, site, rule, ok(45*ms)) // one error in 100 is no trouble: still steady
-		feed(t, l, site, rule, Outcome{}) // a release without an outcome keeps them held
-		feed(t, l, site, rule, ok(45*ms))
-		okN(15, "two ordinary ones after the error, and a release without an outcome")
-		mu.Lock()
-		clock = clock.Add(1100 * time.Millisecond)
-		mu.Unlock()
-		feed(t, l, site, rule, ok(45*ms))
-		okN(18, "one more after a second")
-		feed(t, l, site, rule, ok(45*ms))
-		feed(t, l, site, rule, ok(30*ms)) // faster than the best: held too
-		okN(18, "an ordinary one and one faster than the best")
-		feed(t, l, site, rule, Outcome{Class: OutcomeTimeout})
-		if st := status(t, l, site, 3); st.Window.OK != 20 || st.Window.Timeouts != 1 {
-			t.Fatalf("a timeout after two held: window %+v, want 20 OK and the timeout", st.Window)
-		}
-
-		// A reduced site is not steady: each outcome is recorded.
-		reduce(t, l, site, rule)
-		before := status(t, l, site, 3).Window.OK
-		for i := range 3 {
-			feed(t, l, site, rule, ok(40*ms))
-			okN(before+i+1, "an ordinary one at a reduced cap")
-		}
-
-		// Hold 1: every outcome at once.
-		l1 := newLimiter(t, newClient(t), Options{Mode: mode, Prefix: testPrefix(t) + ":1", Adaptive: fast(Adaptive{Window: 100, Hold: 1})})
-		for range 3 {
-			feed(t, l1, site, rule, ok(45*ms))
-		}
-		if st := status(t, l1, site, 3); st.Window.OK != 3 {
-			t.Fatalf("Hold 1: %d OK recorded of 3", st.Window.OK)
-		}
-	})
-}
-
-// Holding outcomes back never makes the controller slower to see trouble
-// than recording each: a site whose fast pages lower its best, then slows
-// (found by a review: held fast ones once kept the best, and so the
-// bounds, too high), and a site whose best another process lowered while
-// this one held by the old bounds.
-func TestAdaptHoldingSeesTroubleAsSoon(t *testing.T) {
-	forModes(t, func(t *testing.T, mode Mode) {
-		ms := time.Millisecond
-		rdb := newClient(t)
-		for _, hold := range []int{1, 0} {
-			name := map[int]string{1: "recording each", 0: "holding"}[hold]
-			l := newLimiter(t, rdb, Options{Mode: mode, Prefix: testPrefix(t) + ":b" + strconv.Itoa(hold),
-				Adaptive: fast(Adaptive{Window: 100, Hold: hold})})
-			site, rule := "bimodal.example", Rule{Limit: 4}
-			for range 17 {
-				feed(t, l, site, rule, ok(200*ms))
-			}
-			for range 4 {
-				feed(t, l, site, rule, ok(20*ms))
-			}
-			n := 0
-			for ; n < 20 && !status(t, l, site, 4).Reduced; n++ {
-				feed(t, l, site, rule, ok(450*ms))
-			}
-			if n > 3 {
-				t.Fatalf("%s: fast pages, then slow ones: reduced after %d slow fetches, want within 3", name, n)
-			}
-
-			// Two processes: b lowers the best while a holds by its last bounds.
-			a := newLimiter(t, rdb, Options{Mode: mode, Prefix: testPrefix(t) + ":s" + strconv.Itoa(hold),
-				Adaptive: fast(Adaptive{Window: 100, Hold: hold})})
-			b := newLimiter(t, rdb, Options{Mode: mode, Prefix: testPrefix(t) + ":s" + strconv.Itoa(hold),
-				Adaptive: fast(Adaptive{Window: 100, Hold: hold})})
-			site = "stale.example"
-			feed(t, a, site, rule, ok(200*ms))
-			for range 30 {
-				feed(t, b, site, rule, ok(20*ms))
-			}
-			n = 0
-			for ; n < 20 && !status(t, a, site, 4).Reduced; n++ {
-				feed(t, a, site, rule, ok(450*ms))
-			}
-			if n > 3 {
-				t.Fatalf("%s: another process lowered the best: reduced after %d slow fetches, want within 3", name, n)
-			}
 		}
 	})
 }

@@ -133,51 +133,14 @@ local function slow_vs(x, best, P)
   return x > P.factor * best and x - best > P.excess
 end
 
--- steady is what a process needs to hold outcomes back (Go: heldOutcomes)
--- from a record with effective cap c, extra delay d, smoothed time to
--- first byte fb, best best, slow since slow and slow samples in a row run:
--- fb and best in us (the reply's reader takes whole ones), or -1, -1
--- unless the site is steady: full cap, no extra delay, no slowness noted, a
--- best known. There an ordinary response not slow against the best
--- (slow_vs; the process follows the best as its own samples would move
--- it) changes the record only in its smoothed times, best and window
--- counts, and recorded later as held (adapt) it changes no more. (A
--- cool-down or a backoff level left over at full cap allows holding: a
--- held outcome counts no step of the one and delays the other's
--- forgiving, both on the careful side.)
-local function steady(c, d, fb, best, slow, run)
-  if c ~= 0 or d ~= 0 or slow ~= 0 or run ~= 0 or best < 0 or fb < 0 then
-    return -1, -1
-  end
-  return fb * 1000, best * 1000 -- the reply's reader truncates (luanums)
-end
-
--- health_steady is a raw record's effective cap and extra delay ms (as
--- health_head), then steady of it, read without parsing the whole of it
--- (a release that records nothing).
-local function health_steady(raw)
-  if not raw or #raw ~= HEALTH_LEN or string.byte(raw, 1) ~= HEALTH_VERSION then
-    return 0, 0, -1, -1
-  end
-  local _, c, d, fb, _, best, slow, run = packer().unpack('<Bddddddd', raw)
-  local sfb, sbest = steady(c, d, fb, best, slow, run)
-  return c, d, sfb, sbest
-end
-
 -- adapt records one fetch's outcome (class cls, ttfb and ttlb ms, -1 when
 -- not measured) in health record h (nil: a new one) under the site's rule
 -- limit, and runs the controller. clock() returns the server ms (down,
 -- up), the same on every call (release.lua's reads TIME once), called
 -- only when needed. jit in [-1, 1] spreads the backoff +-10 %.
--- held: the outcome is one a process held back (steady), recorded
--- now, after its time, in its order, and never to the site's advantage:
--- it moves the smoothed times, the best and the window, counts as slow
--- and sets off trouble as any, but ends no slow run, counts no step of a
--- cool-down and grows no cap (what came between may have changed the
--- record).
 -- Returns the record and what changed: bit 1 a decrease (cap or delay),
 -- bit 2 an increase, bit 4 a new backoff.
-local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock, held)
+local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
   local ev = 0
   if not h then
     h = {0, 0, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, P.window, 0, 0, 0, 0, 0}
@@ -203,11 +166,7 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock, held)
     end
     local fb, best = h[3], h[5]
     if best < 0 or fb < best then
-      if held then
-        h[5] = fb
-      else
-        h[5], h[6], h[7] = fb, 0, 0
-      end
+      h[5], h[6], h[7] = fb, 0, 0
     elseif slow_vs(ttfb, best, P) and (slow_vs(fb, best, P) or h[17] == 1) then
       -- Slow now and on average, or now just after an increase (a probe is
       -- judged on its own samples, so a failed one costs few slow fetches).
@@ -221,7 +180,7 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock, held)
         h[5], h[6], h[7] = fb, 0, 0
       end
       slow = h[7] >= P.run
-    elseif not held then
+    else
       h[7] = 0
       if not slow_vs(fb, best, P) then
         h[6] = 0
@@ -251,9 +210,7 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock, held)
     h[20] = now
   end
   if h[16] > 0 then
-    if not held then
-      h[16] = h[16] - 1
-    end
+    h[16] = h[16] - 1
   elseif trouble then
     -- Decrease: halve the cap; at 1, add a delay that doubles. Then hold
     -- for the fetches in flight under the old cap, and `cooldown` more, so
@@ -272,7 +229,7 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock, held)
       h[15] = math.min(2 * h[15], P.winmax)
     end
     h[14], h[16], h[17] = 0, P.cooldown + c - 1, 0
-  elseif cls == C_OK and not (h[7] > 0) and not held then
+  elseif cls == C_OK and not (h[7] > 0) then
     -- Healthy: first shrink the delay, then grow the cap by one every win
     -- healthy outcomes. An increase that holds for a whole window halves
     -- the window again (not below `window`).
@@ -304,30 +261,4 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock, held)
     ttl = math.max(0, h[19] - now) + P.forgive
   end
   return h, ev, ttl
-end
-
--- held_one records one outcome a process held back, an ordinary response
--- fb and lb ms (adapt's held): without a backoff level, a sample not slow
--- against the record's best moves only its smoothed times, its best and
--- its window, which is all adapt would do with it, here without adapt's
--- other steps; anything else goes through adapt. Returns the record and what
--- changed (adapt's bits).
-local function held_one(h, limit, fb, lb, jit, P, clock)
-  if h and h[18] == 0 and h[1] < limit and h[5] >= 0 and h[3] >= 0 and not slow_vs(fb, h[5], P) then
-    h[3] = h[3] + P.alpha * (fb - h[3])
-    if lb >= 0 then
-      h[4] = h[4] < 0 and lb or h[4] + P.alpha * (lb - h[4])
-    end
-    if h[3] < h[5] then
-      h[5] = h[3]
-    end
-    if h[8] >= P.window then
-      h[8], h[9], h[10], h[11], h[12], h[13] = 0, 0, 0, 0, 0, 0
-    end
-    h[8], h[9] = h[8] + 1, h[9] + 1
-    return h, 0
-  end
-  local ev
-  h, ev = adapt(h, limit, C_OK, fb, lb, jit, P, clock, true)
-  return h, ev
 end

@@ -95,9 +95,7 @@ type Limiter struct {
 	// controller's parameters (Adaptive.params), then the wake-up
 	// channels' base (hub.base); one string, the same on every call.
 	tail  string
-	views views        // the sites this process last saw reduced (AdaptStats)
-	held  heldOutcomes // healthy outcomes held back (adaptNums)
-	slow  slowness     // what tells a slow sample (heldOutcomes)
+	views views // the sites this process last saw reduced (AdaptStats)
 	// oneKey: a script call names holders alone (keyArgs).
 	oneKey bool
 }
@@ -117,7 +115,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Limiter {
 	}
 	l := &Limiter{rdb: rdb, fn: lib.On(rdb), opts: opts, hub: newHub(rdb, opts.prefix()), err: opts.check(), oneKey: luafn.Slotless(rdb)}
 	if a := opts.adaptive(); a.on() {
-		l.adaptive, l.tail, l.slow = true, a.params(), a.slowness()
+		l.adaptive, l.tail = true, a.params()
 	}
 	l.tail += l.hub.base
 	return l
@@ -317,36 +315,35 @@ func ceiled(rule Rule) float64 {
 // removal lets in are told over pub/sub; those in this process are also told
 // here at once, which saves them the trip through Redis.
 func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held bool, out Outcome) (bool, error) {
-	v, err := releaseScript.Run(ctx, l.fn, l.keyArgs(k), l.leaveArgs(k, id, rule, held, out)...).Text()
+	v, err := releaseScript.Run(ctx, l.fn, l.keyArgs(k), l.leaveArgs(id, rule, held, out)...).Text()
 	return l.left(k, rule, v, err)
 }
 
 // leaveArgs are release.lua's ARGV for removing id.
-func (l *Limiter) leaveArgs(k keys, id string, rule Rule, held bool, out Outcome) []any {
-	return l.releaseArgs(k, id, rule, held, out, nil)
+func (l *Limiter) leaveArgs(id string, rule Rule, held bool, out Outcome) []any {
+	return l.releaseArgs(id, rule, held, out, nil)
 }
 
 // keepArgs are release.lua's ARGV for keeping id's slot under next (see
 // Permit.KeepOn), or removing it under rule when it cannot be kept.
-func (l *Limiter) keepArgs(k keys, id string, rule, next Rule, out Outcome) []any {
-	return l.releaseArgs(k, id, rule, true, out, &next)
+func (l *Limiter) keepArgs(id string, rule, next Rule, out Outcome) []any {
+	return l.releaseArgs(id, rule, true, out, &next)
 }
 
 // releaseArgs are release.lua's ARGV: keeping the slot under next, unless
 // next is nil. The kept rule's contributor goes only when there is one (a
 // string less for Redis to make).
-func (l *Limiter) releaseArgs(k keys, id string, rule Rule, holds bool, out Outcome, next *Rule) []any {
-	a, held := l.adaptNums(k.site, out)
+func (l *Limiter) releaseArgs(id string, rule Rule, held bool, out Outcome, next *Rule) []any {
+	a := l.adaptNums(out)
 	var keep [4]float64
 	from := ""
 	if next != nil {
 		keep = [4]float64{1, float64(next.Limit), msn(next.Delay), msn(l.keyTTL(*next))}
 		from = next.From
 	}
-	nums := append([]float64{float64(rule.Limit), msn(l.opts.lease()), msn(rule.Delay), bit(holds), msn(l.keyTTL(rule)),
-		ceiled(rule), msn(l.opts.ruleMemory()), a[0], a[1], a[2], a[3], a[4], keep[0], keep[1], keep[2], keep[3],
-		float64(len(held) / 2)}, held...)
-	args := []any{id, luanums.Pack(nums...), l.tail, from}
+	args := []any{id, luanums.Pack(float64(rule.Limit), msn(l.opts.lease()), msn(rule.Delay), bit(held), msn(l.keyTTL(rule)),
+		ceiled(rule), msn(l.opts.ruleMemory()), a[0], a[1], a[2], a[3], a[4], keep[0], keep[1], keep[2], keep[3]),
+		l.tail, from}
 	if from == "" {
 		args = args[:3]
 	}
@@ -367,7 +364,6 @@ func (l *Limiter) left(k keys, rule Rule, v string, err error) (bool, error) {
 	}
 	if l.adaptive {
 		l.views.note(k.site, int64(rule.Limit), n[3], n[4], n[5], n[6], l.opts.now()())
-		l.held.note(k.site, n[12], n[13], l.slow)
 	}
 	if len(ids) > 0 {
 		l.hub.deliver(grant{limit: int(n[2]), wait: time.Duration(n[1]) * time.Millisecond}, ids)
@@ -375,10 +371,10 @@ func (l *Limiter) left(k keys, rule Rule, v string, err error) (bool, error) {
 	return n[0] == 1, nil
 }
 
-// releaseReply reads release.lua's reply v: its 14 numbers (packed) and
+// releaseReply reads release.lua's reply v: its 12 numbers (packed) and
 // the ids it published.
 func releaseReply(v string) ([]int64, []string, error) {
-	const head = 14 * 8
+	const head = 12 * 8
 	if len(v) < head {
 		return nil, nil, fmt.Errorf("script returned %d bytes, want %d and more", len(v), head)
 	}

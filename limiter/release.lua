@@ -12,10 +12,7 @@
 -- counts (ms), then adaptive politeness: on (1), the fetch's outcome class
 -- (0: none, record nothing), its time to first byte ms, to last byte ms
 -- (-1: unknown), a random number in [-1, 1] (the backoff's jitter); then
--- the keep: keep (1), its rule's limit, delay ms and key TTL ms; then how
--- many outcomes the process held back (n: 0 when none; Go: heldOutcomes),
--- to record before this one, and for each its times to first and last
--- byte ms (2n numbers; -1: not measured).
+-- the keep: keep (1), its rule's limit, delay ms and key TTL ms.
 -- With the ceiling, the limit and delay are tightened to it first: a permit
 -- granted before a stricter contributor was recorded wakes no more waiters
 -- and starts no shorter delay than the site's rule now.
@@ -35,26 +32,25 @@
 -- kept rule (with a contributor, recorded and ceiled as acquire.lua does).
 -- keep 0 = a plain release.
 -- Returns one string (a table reply costs Redis some 5,000 instructions
--- more, measured under callgrind): 14 numbers packed (luanums), 1 if the
+-- more, measured under callgrind): 12 numbers packed (luanums), 1 if the
 -- entry was still there else 0, wait ms, limit applied,
 -- what the controller changed (adapt's bits), the effective cap (0: not
 -- reduced), the extra delay ms, ms the site is held off by its backoff,
 -- kept (1: the entry keeps its slot, 0: it was removed), and when
 -- kept the server ms, the entry's rank, the kept rule's limit and delay ms
--- (0s when not), then the record's smoothed time to first byte and best
--- us as this release leaves it (steady; -1s: not steady, or adaptive
--- politeness off); then the ids published, separated by spaces, so that the releaser can also wake waiters in its own process at once,
+-- (0s when not); then the ids published, separated by spaces
+-- so that the releaser can also wake waiters in its own process at once,
 -- before the message reaches it.
 K = site_keys(KEYS)
 local id = ARGV[1]
-local limit, lease, delay, held, ttl, ceil, rulems, adaptive, cls, ttfb, ttlb, jit, keep, klimit, kdelay, kttl, nheld =
-  nums(ARGV[2], 17)
+local limit, lease, delay, held, ttl, ceil, rulems, adaptive, cls, ttfb, ttlb, jit, keep, klimit, kdelay, kttl =
+  nums(ARGV[2], 16)
 local wait, now, up, tm = 0, nil, nil, nil -- tm: TIME's reply (ms_text)
 if ceil == 1 then
   now, up, tm = server_ms()
   limit, delay, ttl = apply_ceiling(now, rulems, {}, false, limit, delay, ttl)
 end
-local ev, hcap, hdelay, hoff, sfb, sbest = 0, 0, 0, 0, -1, -1
+local ev, hcap, hdelay, hoff = 0, 0, 0, 0
 -- A release that may keep its slot reads the site lock and the
 -- next-request mark with the health, in one command (got), for the keep's
 -- check; a SET of the mark on the way drops that copy (got = nil).
@@ -76,23 +72,8 @@ if adaptive == 1 then
       end
       return now, up
     end
-    local h, ttl = health_parse(raw), nil
-    if nheld > 0 then
-      -- The outcomes held back first, in their order (adapt's held).
-      local t = {nums(ARGV[2], 2 * nheld, 17 * 8 + 1)}
-      for i = 1, 2 * nheld, 2 do
-        local e
-        h, e = held_one(h, limit, t[i], t[i + 1], jit, P, clock)
-        ev = math.max(ev, e) -- 0 or 1: a held outcome only ever decreases
-      end
-    end
-    local e
-    h, e, ttl = adapt(h, limit, cls, ttfb, ttlb, jit, P, clock, false)
-    if e % 2 == 1 then
-      ev = 0 -- bit 1 once
-    end
-    ev = ev + e
-    sfb, sbest = steady(h[1], h[2], h[3], h[5], h[6], h[7])
+    local h, ttl
+    h, ev, ttl = adapt(health_parse(raw), limit, cls, ttfb, ttlb, jit, P, clock)
     redis.call('SET', K[6], health_format(h), 'PX', health_px(ttl, P))
     if ev >= 4 then
       -- A new backoff: nobody starts before its end (never shortening a
@@ -107,7 +88,7 @@ if adaptive == 1 then
     end
     hcap, hdelay = h[1], h[2]
   else
-    hcap, hdelay, sfb, sbest = health_steady(raw)
+    hcap, hdelay = health_head(raw)
   end
   limit, delay = tighten(hcap, hdelay, limit, delay)
 end
@@ -149,7 +130,7 @@ if keeping then
         redis.call('ZADD', K[2], int_text(c), id)
         redis.call('ZADD', K[1], ms_text(tm), id)
         touch(kttl, lease, false)
-        return packed(1, 0, limit, ev, hcap, hdelay, hoff, 1, now, owned - 1, klimit, kdelay, sfb, sbest)
+        return packed(1, 0, limit, ev, hcap, hdelay, hoff, 1, now, owned - 1, klimit, kdelay)
       end
       -- No counter under a live entry: not this script's to judge; undo
       -- the INCR and release.
@@ -180,7 +161,7 @@ else
   removed = redis.call('ZREM', K[1], id)
   redis.call('ZREM', K[2], id)
 end
-local out = packed(removed, wait, limit, ev, hcap, hdelay, hoff, 0, 0, 0, 0, 0, sfb, sbest)
+local out = packed(removed, wait, limit, ev, hcap, hdelay, hoff, 0, 0, 0, 0, 0)
 if front then
   out = out .. table.concat(front, ' ') -- ids hold no space (tell)
 end

@@ -10,10 +10,10 @@ import (
 )
 
 // TestReleaseReplyReadsNumbersAndIDs: release.lua's one-string reply is
-// its 14 numbers and the ids it published; a torn reply is an error, not
+// its 12 numbers and the ids it published; a torn reply is an error, not
 // a release.
 func TestReleaseReplyReadsNumbersAndIDs(t *testing.T) {
-	nums := []float64{1, 250, 3, 4, 2, 0, 0, 1, 1795765408489, 2, 3, 0, 40, 100}
+	nums := []float64{1, 250, 3, 4, 2, 0, 0, 1, 1795765408489, 2, 3, 0}
 	n, ids, err := releaseReply(luanums.Pack(nums...) + "ab12.7 ab12.9")
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestReleaseReplyReadsNumbersAndIDs(t *testing.T) {
 	if _, ids, err := releaseReply(luanums.Pack(nums...)); err != nil || len(ids) != 0 {
 		t.Errorf("no ids: %q, %v", ids, err)
 	}
-	for _, torn := range []string{"", luanums.Pack(nums[:13]...), luanums.Pack(nums...)[:111]} {
+	for _, torn := range []string{"", luanums.Pack(nums[:11]...), luanums.Pack(nums...)[:95]} {
 		if _, _, err := releaseReply(torn); err == nil {
 			t.Errorf("a reply of %d bytes read as a release", len(torn))
 		}

@@ -105,7 +105,7 @@ func (p *Permit) KeepOn(ctx context.Context, pipe redis.Pipeliner, next Rule) (r
 		return p.ReleaseOn(ctx, pipe), l.TryAcquireRuleOn(ctx, pipe, p.k.site, next)
 	}
 	sent := l.opts.now()()
-	reply := l.releaseOn(ctx, pipe, k, l.keepArgs(k, p.id, p.rule, next, p.recorded()), func() { sent = l.opts.now()() })
+	reply := l.releaseOn(ctx, pipe, k, l.keepArgs(p.id, p.rule, next, p.recorded()), func() { sent = l.opts.now()() })
 	released = sync.OnceValue(func() error {
 		v, err := reply()
 		return p.settle(l.left(k, p.rule, v, err))
