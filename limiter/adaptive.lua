@@ -78,6 +78,7 @@ local function health_format(h)
   return packer().pack(HEALTH_PACK, HEALTH_VERSION, unpack(h, 1, 20))
 end
 
+
 -- The controller's parameters, the head of release.lua's ARGV[3], in this order:
 -- slowdown factor, minimum excess ms, error share, window, window max,
 -- cool-down, first delay ms, delay max ms, first backoff ms, backoff max ms,
@@ -261,4 +262,84 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
     ttl = math.max(0, h[19] - now) + P.forgive
   end
   return h, ev, ttl
+end
+
+-- The node keeps each record's latest state. Run as a library of Redis
+-- Functions (luafn) its locals outlive a call, so a release that recorded
+-- an outcome keeps the record it parsed and changed (recs: the text it last
+-- wrote to the key, and the numbers since), and the next release of the
+-- site, whichever process sends it, finds it there as long as the key
+-- still holds exactly that text (one compare: Lua strings are interned),
+-- and records its outcome in it without parsing. The key is written (SET,
+-- its TTL renewed) only when what acquiring reads changed (the effective cap,
+-- the extra delay), or a backoff's state, or the controller acted, or at
+-- every REC_EVERY-th outcome since the last write, or when that write is a
+-- quarter of `forgive` old; otherwise the outcome lives in the copy alone.
+-- Every outcome still goes through the controller at once, in the order
+-- the node runs the releases: only the key's smoothed times and counts lag,
+-- by fewer than REC_EVERY outcomes (status.lua reads the copy). Writing the
+-- record was most of what recording an outcome cost Redis (packing,
+-- interning and storing the 161 bytes, and parsing them back). A node that
+-- loses the library's state (a restart, a failover, a FUNCTION reload, a
+-- slot moved to another node) loses those outcomes' figures, never a cap,
+-- a delay or a backoff. Run as a plain script (EVALSHA: Redis without
+-- Functions, or a user without them), nothing outlives a call and every
+-- outcome is written. At most REC_MAX sites; when full, the ones with
+-- nothing unwritten are dropped, and a site that finds no room is written
+-- every time.
+local REC_EVERY, REC_MAX = 8, 1024
+local recs, nrecs = {}, 0
+
+-- record_of is the record in raw text at key k as its latest state: the
+-- node's copy when the key holds what the copy last wrote, else parsed
+-- (health_parse); then the copy (nil: none).
+local function record_of(k, raw)
+  local c = recs[k]
+  if c then
+    if raw and c.raw == raw then
+      return c.h, c
+    end
+    recs[k], nrecs = nil, nrecs - 1 -- the key moved on without it
+  end
+  return health_parse(raw), nil
+end
+
+-- record_put stores record h at key k after adapt ran on it (ev, ttl:
+-- adapt's), h's copy c (record_of), clock as adapt's: in the copy alone
+-- when nothing but figures changed since the key was written (see recs),
+-- else in the key, with a copy kept.
+local function record_put(k, h, c, ev, ttl, P, clock)
+  if c and ev == 0 and c.n < REC_EVERY - 1 and h[1] == c.cap and h[2] == c.delay and h[18] == c.lvl
+    and h[19] == c.until_ and h[20] == c.bad and clock() - c.at < P.forgive / 4 then
+    c.n = c.n + 1
+    return
+  end
+  local raw = health_format(h)
+  redis.call('SET', k, raw, 'PX', health_px(ttl, P))
+  if not c then
+    if nrecs >= REC_MAX then
+      for key, e in pairs(recs) do
+        if e.n == 0 then
+          recs[key], nrecs = nil, nrecs - 1
+        end
+      end
+      if nrecs >= REC_MAX then
+        return -- no room: written every time
+      end
+    end
+    c = {}
+    recs[k], nrecs = c, nrecs + 1
+  end
+  c.raw, c.h, c.n, c.at = raw, h, 0, clock()
+  c.cap, c.delay, c.lvl, c.until_, c.bad = h[1], h[2], h[18], h[19], h[20]
+end
+
+-- record_latest is the record in raw text at key k in its latest state
+-- (the node's copy, when it has outcomes the key lacks).
+local function record_latest(k, raw)
+  local c = recs[k]
+  if c and c.n > 0 and raw and c.raw == raw then
+    return health_format(c.h)
+  end
+  return raw
 end
