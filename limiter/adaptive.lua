@@ -2,8 +2,8 @@
 -- scripts (not run on its own). Used only when adaptive politeness is on,
 -- but for tail_base, which every release that wakes waiters calls.
 --
---   K[6] health  STRING  the site's health record: a version byte (3)
---                           and 21 little-endian doubles (struct.pack
+--   K[6] health  STRING  the site's health record: a version byte (2)
+--                           and 20 little-endian doubles (struct.pack
 --                           HEALTH_PACK; a STRING, not a HASH, so acquire
 --                           reads it in the MGET it already makes, and
 --                           release rewrites it, TTL included, with one SET):
@@ -28,14 +28,8 @@
 --               double the last
 --   19 bu      server ms before which the fleet is held off (backoff)
 --   20 bad     server ms of the last headerless 429/503
---   21 stamp   the write's stamp: server ms x 1000 plus a count, unique to
---               each write of the library on its node (0: written as a
---               plain script), so that the node's copy (recs) knows the
---               key still holds its own write
 -- Its TTL is `forgive` past its last write (or past the end of its
--- backoff), and a quarter of `forgive` more as a library, which writes a
--- site's record at least every quarter of `forgive` while it is fetched
--- (recs): a site nobody fetches for that long starts afresh.
+-- backoff): a site nobody fetches for that long starts afresh.
 
 -- tighten is limit and delay ms tightened by a health's effective cap c
 -- (0: not reduced) and extra delay d ms: the lower cap, the longer delay (a
@@ -56,17 +50,17 @@ end
 -- HEALTH_LEN tells a record of this version from any other (the site then
 -- starts afresh). Go reads the same layout (status.go: healthVersion,
 -- healthLen, SiteStatus.health) and must change with it.
-local HEALTH_PACK = '<Bddddddddddddddddddddd'
-local HEALTH_VERSION, HEALTH_LEN = 3, 169
+local HEALTH_PACK = '<Bdddddddddddddddddddd'
+local HEALTH_VERSION, HEALTH_LEN = 2, 161
 
--- health_parse is a record's 21 numbers, or nil for a record that is not
+-- health_parse is a record's 20 numbers, or nil for a record that is not
 -- one (none, or another version's: the site starts afresh).
 local function health_parse(raw)
   if not raw or #raw ~= HEALTH_LEN or string.byte(raw, 1) ~= HEALTH_VERSION then
     return nil
   end
-  local h = {nums(raw, 21, 2)} -- past the version byte
-  h[22] = nil -- unpack's next position
+  local h = {nums(raw, 20, 2)} -- past the version byte
+  h[21] = nil -- unpack's next position
   return h
 end
 
@@ -81,9 +75,8 @@ local function health_head(raw)
 end
 
 local function health_format(h)
-  return packer().pack(HEALTH_PACK, HEALTH_VERSION, unpack(h, 1, 21))
+  return packer().pack(HEALTH_PACK, HEALTH_VERSION, unpack(h, 1, 20))
 end
-
 
 -- The controller's parameters, the head of release.lua's ARGV[3], in this order:
 -- slowdown factor, minimum excess ms, error share, window, window max,
@@ -104,7 +97,7 @@ local function adapt_params(s)
     local f, ex, sh, w, wm, cd, d0, dm, b, bm, fg, bmem, a, r = nums(s, 14)
     params_text, params = s, {factor = f, excess = ex, share = sh, window = w, winmax = wm, cooldown = cd,
       delay0 = d0, delaymax = dm, backoff = b, backoffmax = bm, forgive = fg, bestmem = bmem, alpha = a, run = r,
-      forgive_px = int_text(math.max(1, LIBRARY and fg + fg / 4 or fg))}
+      forgive_px = int_text(math.max(1, fg))}
   end
   return params
 end
@@ -122,13 +115,12 @@ local function tail_base(s, adaptive)
   return base_text
 end
 
--- health_px is a record's TTL ms, as adapt returned it, as SET's PX text:
--- a quarter of `forgive` more as a library (see the layout).
+-- health_px is a record's TTL ms, as adapt returned it, as SET's PX text.
 local function health_px(ttl, P)
   if ttl == P.forgive then
     return P.forgive_px
   end
-  return int_text(math.max(1, LIBRARY and ttl + P.forgive / 4 or ttl))
+  return int_text(math.max(1, ttl))
 end
 
 -- Outcome classes (limiter.OutcomeClass).
@@ -269,111 +261,4 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
     ttl = math.max(0, h[19] - now) + P.forgive
   end
   return h, ev, ttl
-end
-
--- The node keeps each record's latest state. Run as a library of Redis
--- Functions (luafn) its locals outlive a call, so a release that recorded
--- an outcome keeps the record it parsed and changed (recs: the text it last
--- wrote to the key, what it wrote, and the numbers since), and the next
--- release of the site, whichever process sends it, finds it there as long
--- as the key still holds exactly that text (one compare: Lua strings are
--- interned; the stamp makes every write's text unique, whatever database,
--- writer or expiry came between), and records its outcome in it without
--- parsing. Every outcome goes through the controller at once, in the order
--- the node runs the releases. The key is written (SET, its TTL renewed)
--- unless the outcome is an ordinary response not slow against the best
--- and all else that changed since the last write is what losing leaves the
--- controller no less careful (lost_careful), and then still at every
--- REC_EVERY-th outcome and when the last write is a quarter of `forgive`
--- old; so a cap, a delay, a backoff, an error, a slow sample, a new best
--- are in the key at once, and the key's other figures (healthy counts, the
--- smoothed times) lag by fewer than REC_EVERY outcomes (status.lua reads
--- the copy). A copy is
--- dropped when the key holds anything else (another writer: a plain
--- script, another version of the library; an expiry; another database's
--- key of the same name), when the node loses the library's state (a
--- restart, a failover, a FUNCTION reload, a slot moved), and all of them
--- when REC_MAX sites are kept: what it held unwritten is lost, which only
--- ever leaves the controller as careful or more, but for the smoothed
--- times, which may then miss the rise of up to REC_EVERY-1 samples none of
--- them slow (a restart of a Redis without persistence forgets every
--- record). As a plain script
--- (EVALSHA: Redis without Functions, or a user without them) nothing
--- outlives a call and every outcome is written. Writing the record was
--- most of what recording an outcome cost Redis (packing, interning and
--- storing 169 bytes, and parsing them back).
-local REC_EVERY, REC_MAX = 8, 1024
-local recs, nrecs, stamps = {}, 0, 0
-
--- SAME are a record's numbers that must not have changed since its last
--- write for an outcome to stay in the copy alone (lost_careful).
-local SAME = {1, 2, 5, 6, 15, 16, 17, 18, 19, 20}
-
--- lost_careful is whether record h differs from w, its numbers as last
--- written, only where losing the difference leaves the controller no less
--- careful, the smoothed times aside: the same cap, delay, best, slowness
--- noted, window to grow, cool-down, probe and backoff; a slow run and error
--- counts no higher; healthy counts anything.
-local function lost_careful(h, w)
-  for i = 1, #SAME do
-    local j = SAME[i]
-    if h[j] ~= w[j] then
-      return false
-    end
-  end
-  return h[7] <= w[7] and h[10] <= w[10] and h[11] <= w[11] and h[12] <= w[12] and h[13] <= w[13]
-end
-
--- record_of is the record in raw text at key k as its latest state: the
--- node's copy when the key holds what the copy last wrote, else parsed
--- (health_parse); then the copy (nil: none).
-local function record_of(k, raw)
-  local c = recs[k]
-  if c then
-    if raw and c.raw == raw then
-      return c.h, c
-    end
-    recs[k], nrecs = nil, nrecs - 1 -- the key holds another's write
-  end
-  return health_parse(raw), nil
-end
-
--- record_put stores record h at key k after adapt ran on it for an outcome
--- of class cls and time to first byte ttfb ms (ev, ttl: adapt's; clock as
--- adapt's), h's copy c (record_of): in the copy alone when recs says so,
--- else in the key, with a copy kept (as a library).
-local function record_put(k, h, c, cls, ttfb, ev, ttl, P, clock)
-  if c and ev == 0 and c.n < REC_EVERY - 1 and cls == C_OK and not (ttfb >= 0 and slow_vs(ttfb, h[5], P))
-    and lost_careful(h, c.w) and clock() - c.at < P.forgive / 4 then
-    c.n = c.n + 1
-    return
-  end
-  if not LIBRARY then
-    h[21] = 0
-    redis.call('SET', k, health_format(h), 'PX', health_px(ttl, P))
-    return
-  end
-  local now = clock()
-  stamps = stamps % 999 + 1
-  h[21] = now * 1000 + stamps
-  local raw = health_format(h)
-  redis.call('SET', k, raw, 'PX', health_px(ttl, P))
-  if not c then
-    if nrecs >= REC_MAX then
-      recs, nrecs = {}, 0 -- full: every copy dropped (what they held unwritten is lost on the careful side)
-    end
-    c = {}
-    recs[k], nrecs = c, nrecs + 1
-  end
-  c.raw, c.h, c.n, c.at, c.w = raw, h, 0, now, {unpack(h, 1, 20)}
-end
-
--- record_latest is the record in raw text at key k in its latest state
--- (the node's copy, when it has outcomes the key lacks).
-local function record_latest(k, raw)
-  local c = recs[k]
-  if c and c.n > 0 and raw and c.raw == raw then
-    return health_format(c.h)
-  end
-  return raw
 end

@@ -72,10 +72,9 @@ if adaptive == 1 then
       end
       return now, up
     end
-    local h, c = record_of(K[6], raw)
-    local ttl
-    h, ev, ttl = adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
-    record_put(K[6], h, c, cls, ttfb, ev, ttl, P, clock)
+    local h, ttl
+    h, ev, ttl = adapt(health_parse(raw), limit, cls, ttfb, ttlb, jit, P, clock)
+    redis.call('SET', K[6], health_format(h), 'PX', health_px(ttl, P))
     if ev >= 4 then
       -- A new backoff: nobody starts before its end (never shortening a
       -- longer hold-off already there).

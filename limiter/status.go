@@ -80,8 +80,8 @@ func (l *Limiter) Status(ctx context.Context, site string, limit int) (SiteStatu
 }
 
 // healthVersion and healthLen tell a health record of adaptive.lua's
-// layout (HEALTH_PACK: a version byte, then 21 little-endian doubles).
-const healthVersion, healthLen = 3, 1 + 21*8
+// layout (HEALTH_PACK: a version byte, then 20 little-endian doubles).
+const healthVersion, healthLen = 2, 1 + 20*8
 
 // health fills s from a health record (adaptive.lua's layout) read at
 // server ms now under limit; another version's record, or none, leaves
