@@ -262,3 +262,42 @@ local function adapt(h, limit, cls, ttfb, ttlb, jit, P, clock)
   end
   return h, ev, ttl
 end
+
+-- Parsed records, kept. Run as a library of Redis Functions (luafn) its
+-- locals outlive a call: a release keeps the record it wrote, parsed, by
+-- key (recs: the text written and its numbers), and the next release of
+-- the site takes the numbers from there when the key holds that very text
+-- (one compare: Lua strings are interned), which saves unpacking it. The
+-- numbers are a function of the text alone, so whoever wrote the key
+-- (another database's key of the same name, another writer, an expiry and
+-- a new write) the result is the parse's. Every outcome is still written.
+-- At most REC_MAX keys, then afresh; as a plain script nothing is kept.
+local REC_MAX = 1024
+local recs, nrecs = {}, 0
+
+-- record_of is the record in text raw at key k, parsed (health_parse):
+-- from recs when it holds that text, which it then gives up (the caller
+-- changes the numbers; record_put keeps them again once written).
+local function record_of(k, raw)
+  local c = recs[k]
+  if c then
+    recs[k], nrecs = nil, nrecs - 1
+    if raw and c.raw == raw then
+      return c.h
+    end
+  end
+  return health_parse(raw)
+end
+
+-- record_put writes record h to key k with TTL ms ttl (adapt's) and keeps
+-- it parsed (as a library).
+local function record_put(k, h, ttl, P)
+  local raw = health_format(h)
+  redis.call('SET', k, raw, 'PX', health_px(ttl, P))
+  if LIBRARY then
+    if nrecs >= REC_MAX then
+      recs, nrecs = {}, 0
+    end
+    recs[k], nrecs = {raw = raw, h = h}, nrecs + 1
+  end
+end

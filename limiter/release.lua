@@ -73,8 +73,8 @@ if adaptive == 1 then
       return now, up
     end
     local h, ttl
-    h, ev, ttl = adapt(health_parse(raw), limit, cls, ttfb, ttlb, jit, P, clock)
-    redis.call('SET', K[6], health_format(h), 'PX', health_px(ttl, P))
+    h, ev, ttl = adapt(record_of(K[6], raw), limit, cls, ttfb, ttlb, jit, P, clock)
+    record_put(K[6], h, ttl, P)
     if ev >= 4 then
       -- A new backoff: nobody starts before its end (never shortening a
       -- longer hold-off already there).
