@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -9,6 +10,19 @@ import (
 )
 
 func timeout() Outcome { return Outcome{Class: OutcomeTimeout} }
+
+// twoWriters are limiters on clients a and b under one prefix, both
+// recording outcomes (a window of 50), the library loaded through a: two
+// writers of the same sites' health records.
+func twoWriters(t *testing.T, ctx context.Context, a, b redis.UniversalClient) (*Limiter, *Limiter, string) {
+	t.Helper()
+	pfx := testPrefix(t)
+	ad := fast(Adaptive{Window: 50})
+	la := newLimiter(t, a, Options{Mode: ModeAtomic, Prefix: pfx, Adaptive: ad})
+	lb := newLimiter(t, b, Options{Mode: ModeAtomic, Prefix: pfx, Adaptive: ad})
+	loadScripts(t, ctx, la)
+	return la, lb, pfx
+}
 
 // A parsed record kept by the library (recs in adaptive.lua) stands for
 // the text it was parsed from, whoever wrote the key: two crawls in
@@ -21,11 +35,7 @@ func TestHealthCopyServesOnlyItsKey(t *testing.T) {
 	r1 := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 1})
 	defer r0.Close()
 	defer r1.Close()
-	pfx := testPrefix(t)
-	a := fast(Adaptive{Window: 50})
-	l0 := newLimiter(t, r0, Options{Mode: ModeAtomic, Prefix: pfx, Adaptive: a})
-	l1 := newLimiter(t, r1, Options{Mode: ModeAtomic, Prefix: pfx, Adaptive: a})
-	loadScripts(t, ctx, l0)
+	l0, l1, _ := twoWriters(t, ctx, r0, r1)
 	site, rule := "xdb.example", Rule{Limit: 4}
 	feed(t, l0, site, rule, timeout())
 	feed(t, l1, site, rule, timeout())
@@ -46,17 +56,13 @@ func TestHealthCopyWithAnotherWriter(t *testing.T) {
 	ctx := ctxT(t)
 	adm := newClient(t)
 	user := "plain" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if err := adm.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-function").Err(); err != nil {
+	rs, err := srv.ClientAs(ctx, user, "-function")
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer adm.Do(ctx, "ACL", "DELUSER", user)
-	rs := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "pw"})
 	defer rs.Close()
-	pfx := testPrefix(t)
-	a := fast(Adaptive{Window: 50})
-	lib := newLimiter(t, adm, Options{Mode: ModeAtomic, Prefix: pfx, Adaptive: a})
-	plain := newLimiter(t, rs, Options{Mode: ModeAtomic, Prefix: pfx, Adaptive: a})
-	loadScripts(t, ctx, lib)
+	lib, plain, pfx := twoWriters(t, ctx, adm, rs)
 	if plain.fn.Functions(ctx) {
 		t.Fatal("the user without FUNCTION runs Functions")
 	}
