@@ -131,6 +131,18 @@ func refused(t *testing.T, user string) (ts *testserver.Server, ctx context.Cont
 	return ts, ctx, rdb, narrow
 }
 
+// refusedCrawler is a crawler of crawl name under prefix whose limiter
+// uses client lim and frontier client fr (either may be refused), its
+// robots.txt cache the tests' Redis rdb; and its frontier.
+func refusedCrawler(t *testing.T, prefix, name string, rdb, lim, fr *redis.Client) (*Crawler, *frontier.Frontier) {
+	t.Helper()
+	l := limiter.New(lim, &limiter.Options{Prefix: prefix, NoRestartGuard: true})
+	t.Cleanup(func() { l.Close() })
+	rob := NewRobotsCache(rdb, l, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
+	f := frontier.New(fr, &frontier.Options{Prefix: prefix, Crawl: name, Visibility: time.Minute})
+	return New(f, l, rob, Options{Workers: 2, UserAgent: "politebot/1.0", Timeout: 20 * time.Second}), f
+}
+
 // wantRefused runs c and fails the test unless Run ends within 30 s with
 // ErrRefused wrapping Redis's refusal (of what: the test's words).
 func wantRefused(t *testing.T, ctx context.Context, c *Crawler, what string) {
@@ -154,12 +166,7 @@ func wantRefused(t *testing.T, ctx context.Context, c *Crawler, what string) {
 // again forever; the seed is given back, nothing fetched.
 func TestRefusedPermitEndsTheCrawl(t *testing.T) {
 	ts, ctx, rdb, narrow := refused(t, "crawl-refused")
-	const prefix = "t:refused"
-	lim := limiter.New(narrow, &limiter.Options{Prefix: prefix, NoRestartGuard: true})
-	defer lim.Close()
-	rob := NewRobotsCache(rdb, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
-	fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: "refused", Visibility: time.Minute})
-	c := New(fr, lim, rob, Options{Workers: 2, UserAgent: "politebot/1.0", Timeout: 20 * time.Second})
+	c, fr := refusedCrawler(t, "t:refused", "refused", rdb, narrow, rdb)
 	if _, err := c.Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
 		t.Fatal(err)
 	}
@@ -181,14 +188,10 @@ func TestRefusedPermitEndsTheCrawl(t *testing.T) {
 // ErrRefused rather than retrying the frontier forever.
 func TestRefusedFrontierEndsTheCrawl(t *testing.T) {
 	ts, ctx, rdb, narrow := refused(t, "crawl-refused-fr")
-	const prefix = "t:refusedfr"
-	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, NoRestartGuard: true})
-	defer lim.Close()
-	rob := NewRobotsCache(rdb, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
-	fo := &frontier.Options{Prefix: prefix, Crawl: "refusedfr", Visibility: time.Minute}
-	o := Options{Workers: 2, UserAgent: "politebot/1.0", Timeout: 20 * time.Second}
-	if _, err := New(frontier.New(rdb, fo), lim, rob, o).Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
+	seeder, _ := refusedCrawler(t, "t:refusedfr", "refusedfr", rdb, rdb, rdb)
+	if _, err := seeder.Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
 		t.Fatal(err)
 	}
-	wantRefused(t, ctx, New(frontier.New(narrow, fo), lim, rob, o), "its frontier")
+	c, _ := refusedCrawler(t, "t:refusedfr", "refusedfr", rdb, rdb, narrow)
+	wantRefused(t, ctx, c, "its frontier")
 }
