@@ -197,6 +197,40 @@ func TestScriptsWithoutFunctions(t *testing.T) {
 	}
 }
 
+// Every global a library binds as a local (bound) is the global at run
+// time, from the prelude's functions and from a body, as functions and as
+// scripts; a global not bound reads as before.
+func TestBoundGlobals(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := srv.Client()
+	defer rdb.Close()
+	lib := NewLibrary("luafn_test_bound", `
+local function sorted(xs)
+  local t = {}
+  for i, v in ipairs(xs) do t[i] = v end
+  table.sort(t)
+  return table.concat(t, '')
+end
+`, map[string]string{"all": `
+local n = 0
+for _ in pairs({a = 1, b = 2}) do n = n + 1 end
+return table.concat({redis.call('ECHO', KEYS[1]), string.upper(ARGV[1]), tostring(math.max(tonumber('4'), 2)),
+  type(n), sorted({3, 1, 2}), tostring(n), tostring(select('#', unpack({1, 2, 3}))), type(cjson)}, ',')`})
+	const want = "k,S,4,number,123,2,3,table"
+	fn := lib.On(rdb)
+	if !fn.Functions(ctx) {
+		t.Fatal("the library did not load as functions")
+	}
+	for i := 0; i < 2; i++ { // the first call binds, the second finds them bound
+		if v, err := lib.Script("all").Run(ctx, fn, []string{"k"}, "s").Text(); err != nil || v != want {
+			t.Fatalf("as a function, call %d: %q %v, want %q", i+1, v, err, want)
+		}
+	}
+	if v, err := lib.Script("all").script.Run(ctx, rdb, []string{"k"}, "s").Text(); err != nil || v != want {
+		t.Fatalf("as a script: %q %v, want %q", v, err, want)
+	}
+}
+
 // A server that does not answer leaves the question open: the call runs as
 // a script (and fails), and the next asks again.
 func TestFunctionsUnreachable(t *testing.T) {
