@@ -227,7 +227,7 @@ func TestDisallowedLinksAreNotQueued(t *testing.T) {
 	defer cancel()
 	rdb := srv.Client()
 	defer rdb.Close()
-	const prefix = "t:closedlinks"
+	prefix := redistest.Prefix(t)
 	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: time.Second})
 	defer lim.Close()
 	rob := NewRobotsCache(rdb, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/internal/redisacl"
+	"github.com/polite-crawler/polite/internal/redistest"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
 	"github.com/polite-crawler/polite/testserver"
@@ -81,7 +82,7 @@ func TestStopDuringNextGivesTheItemBack(t *testing.T) {
 	rdb := srv.Client()
 	defer rdb.Close()
 	rdb.AddHook(hook)
-	const prefix = "t:stopnext"
+	prefix := redistest.Prefix(t)
 	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: time.Second})
 	defer lim.Close()
 	rob := NewRobotsCache(rdb, lim, 3, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
@@ -166,7 +167,7 @@ func wantRefused(t *testing.T, ctx context.Context, c *Crawler, what string) {
 // again forever; the seed is given back, nothing fetched.
 func TestRefusedPermitEndsTheCrawl(t *testing.T) {
 	ts, ctx, rdb, narrow := refused(t, "crawl-refused")
-	c, fr := refusedCrawler(t, "t:refused", "refused", rdb, narrow, rdb)
+	c, fr := refusedCrawler(t, redistest.Prefix(t), "refused", rdb, narrow, rdb)
 	if _, err := c.Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
 		t.Fatal(err)
 	}
@@ -188,10 +189,10 @@ func TestRefusedPermitEndsTheCrawl(t *testing.T) {
 // ErrRefused rather than retrying the frontier forever.
 func TestRefusedFrontierEndsTheCrawl(t *testing.T) {
 	ts, ctx, rdb, narrow := refused(t, "crawl-refused-fr")
-	seeder, _ := refusedCrawler(t, "t:refusedfr", "refusedfr", rdb, rdb, rdb)
+	seeder, _ := refusedCrawler(t, redistest.Prefix(t), "refusedfr", rdb, rdb, rdb)
 	if _, err := seeder.Seed(ctx, []string{ts.Sites()[0].URL + "/"}); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := refusedCrawler(t, "t:refusedfr", "refusedfr", rdb, rdb, narrow)
+	c, _ := refusedCrawler(t, redistest.Prefix(t), "refusedfr", rdb, rdb, narrow)
 	wantRefused(t, ctx, c, "its frontier")
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,7 +29,7 @@ func TestMain(m *testing.M) {
 }
 
 // keyPrefix is the Redis key prefix of the test's keys.
-func keyPrefix(t *testing.T) string { return "t:" + strings.ReplaceAll(t.Name(), "/", ".") }
+func keyPrefix(t *testing.T) string { return redistest.Prefix(t) }
 
 // setup returns a transport on a fresh key prefix and a testserver.
 func setup(t *testing.T, lease time.Duration, sites ...testserver.SiteSpec) (*Transport, *testserver.Server) {

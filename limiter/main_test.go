@@ -3,9 +3,6 @@ package limiter
 import (
 	"context"
 	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -76,37 +73,9 @@ func forgetScripts(t testing.TB, ctx context.Context, rdb redis.Cmdable) {
 	}
 }
 
-// testPrefix is the test's own key prefix: its name and, after the first
-// run of that name in the process, the run (go test -count=N runs each
-// test N times against the same server, where keys of the run before,
-// health records among them, would still count). The same for every call
-// of one test.
-func testPrefix(t testing.TB) string {
-	prefixMu.Lock()
-	defer prefixMu.Unlock()
-	if p, ok := prefixes[t]; ok {
-		return p
-	}
-	name := strings.NewReplacer("/", ".", " ", "_").Replace(t.Name())
-	p := "t:" + name
-	if n := runs[name]; n > 0 {
-		p += ":run" + strconv.Itoa(n+1)
-	}
-	runs[name]++
-	prefixes[t] = p
-	t.Cleanup(func() {
-		prefixMu.Lock()
-		delete(prefixes, t)
-		prefixMu.Unlock()
-	})
-	return p
-}
-
-var (
-	prefixMu sync.Mutex
-	prefixes = map[testing.TB]string{} // the running tests'
-	runs     = map[string]int{}        // by test name: runs so far
-)
+// testPrefix is the test's own key prefix (redistest.Prefix): the same
+// for every call of one test, another in every run of it.
+func testPrefix(t testing.TB) string { return redistest.Prefix(t) }
 
 // forModes runs f once per mode as a subtest.
 func forModes(t *testing.T, f func(t *testing.T, mode Mode)) {

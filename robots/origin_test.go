@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/polite-crawler/polite/internal/keyname"
+	"github.com/polite-crawler/polite/internal/redistest"
 )
 
 // DualScheme serves one host name, example.com (which httptest's
@@ -54,7 +55,8 @@ func TestPolicyPerScheme(t *testing.T) {
 	ctx := ctxT(t)
 	d := newDualScheme(t, "User-agent: *\nDisallow: /\n", "User-agent: *\nAllow: /\nConcurrency: 2\n")
 	var fetched []string
-	o := &CacheOptions{Prefix: "t:perscheme", Fetched: func(_ context.Context, site string, p Policy) {
+	pfx := redistest.Prefix(t)
+	o := &CacheOptions{Prefix: pfx, Fetched: func(_ context.Context, site string, p Policy) {
 		fetched = append(fetched, site)
 	}}
 	rdb := srv.Client()
@@ -82,11 +84,11 @@ func TestPolicyPerScheme(t *testing.T) {
 	if p, err := c.Policy(ctx, mustURL(t, "http://example.com:80/c")); err != nil || p.Allowed("/c") {
 		t.Fatalf("http://example.com:80/c: %+v %v", p, err)
 	}
-	keys, err := rdb.Keys(ctx, "t:perscheme:*").Result()
+	keys, err := rdb.Keys(ctx, pfx+":*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "t:perscheme:{example.com}:robots:http t:perscheme:{example.com}:robots:http:good t:perscheme:{example.com}:robots:https t:perscheme:{example.com}:robots:https:good"
+	want := strings.ReplaceAll("P:{example.com}:robots:http P:{example.com}:robots:http:good P:{example.com}:robots:https P:{example.com}:robots:https:good", "P", pfx)
 	slices.Sort(keys)
 	if got := strings.Join(keys, " "); got != want {
 		t.Fatalf("Redis keys:\n%s\nwant\n%s", got, want)
