@@ -238,14 +238,16 @@ local function inflight()
   return redis.call('ZCOUNT', K[2], '-inf', PARKED)
 end
 
--- split is an in-flight member's id, site and item json.
-local function split(m)
+-- split is an in-flight member's site and, with whole, its item json (a
+-- new string as long as the URL and more: a settlement that ends the
+-- item's turns does not ask for it).
+local function split(m, whole)
   local a = string.find(m, '\n', 1, true)
   local b = a and string.find(m, '\n', a + 1, true)
   if not b then
     return nil
   end
-  return string.sub(m, 1, a - 1), string.sub(m, a + 1, b - 1), string.sub(m, b + 1)
+  return string.sub(m, a + 1, b - 1), whole and string.sub(m, b + 1) or nil
 end
 
 -- tidy does what a dead worker leaves to others: items whose worker went
@@ -257,7 +259,7 @@ end
 local function tidy()
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', K[2], '-inf', now_text(), 'LIMIT', '0', '100')) do
     redis.call('ZREM', K[2], m)
-    local _, site, item = split(m)
+    local site, item = split(m, true)
     if site then
       local f = fly(site, '-1')
       local q = qkey(site)
@@ -284,10 +286,11 @@ local function tidy()
   end
 end
 
--- take hands out the next item of a ready site: {1, id, site, item, 1 if a
--- site of the shard is still ready else 0, id\nsite\nitem (the worker's
--- ID: its in-flight member)}, or {0, queued, in flight, ms until
--- something may be ready (-1: unknown), 0}. id is unique to the take, from
+-- take hands out the next item of a ready site: 1, then 1 if a site of the
+-- shard is still ready else 0, then id\nsite\nitem (the worker's ID: its
+-- in-flight member); or, with none ready, 0, queued, in flight, ms until
+-- something may be ready (-1: unknown). (Values, not a table: reply reads
+-- them.) id is unique to the take, from
 -- the process: "<process nonce>.<shard>.<the process's takes on the shard,
 -- in octal>", so an id ending in '0' is every 8th take of a process on the
 -- shard (the tidy-up's turn).
@@ -376,7 +379,7 @@ local function take(id, prefer)
       end
       local member = id .. '\n' .. site .. '\n' .. item
       redis.call('ZADD', K[2], int_text(now() + vis), member)
-      return {1, id, site, item, more, member}
+      return 1, more, member
     end
     if site == owed then
       settle_owed() -- nothing to hand on: before a tidy-up changes the count
@@ -404,7 +407,7 @@ local function take(id, prefer)
       wait = w
     end
   end
-  return {0, queued, flying, wait, 0}
+  return 0, queued, flying, wait
 end
 
 -- keep writes the counts, and with refresh (each process asks once a minute
@@ -528,13 +531,14 @@ end
 -- is still ready) and two 0s, with took 0, queued, in flight and ms until
 -- something may be ready (-1: unknown), with -1 three 0s; then the
 -- instance (instance_id); then, with took 1, a newline and the item's
--- in-flight member (take's r[6]).
-local function reply(settled, added, size, r)
-  if not r then
+-- in-flight member. took and a, b, c are take's values (took nil: not
+-- asked).
+local function reply(settled, added, size, took, a, b, c)
+  if not took then
     return packed(settled, added, size, -1, 0, 0, 0) .. instance_id()
   end
-  if r[1] == 1 then
-    return packed(settled, added, size, 1, r[5], 0, 0) .. instance_id() .. '\n' .. r[6]
+  if took == 1 then
+    return packed(settled, added, size, 1, a, 0, 0) .. instance_id() .. '\n' .. b
   end
-  return packed(settled, added, size, 0, r[2], r[3], r[4]) .. instance_id()
+  return packed(settled, added, size, 0, a, b, c) .. instance_id()
 end

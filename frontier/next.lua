@@ -4,6 +4,6 @@
 -- size and what take took: the scope only grows, so its size tells a
 -- worker when its copy is stale.
 begin()
-local r = take(ARGV[3])
+local took, a, b, c = take(ARGV[3])
 keep()
-return reply(1, 0, scope(), r)
+return reply(1, 0, scope(), took, a, b, c)

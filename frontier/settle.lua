@@ -27,22 +27,25 @@ local delay, rcap, rdelay = own_nums(3)
 local stay = string.sub(ARGV[6], 1, 1) == '1' and string.sub(ARGV[6], 2) or nil
 
 local function settle(member, how)
-  local _, site, item = split(member)
+  local done = how == 'fetched' or how == 'skipped' or how == 'failed' -- the item's turns end
+  local site, item = split(member, not done)
   if not site or redis.call('ZREM', K[2], member) == 0 then
     return 0
   end
   local cap, rd, known = rule(site)
   if rcap > 0 or rdelay >= 0 then
+    local c, d = cap, rd
     if rcap > 0 then cap = rcap end
     if rdelay >= 0 then rd = rdelay end
-    local r = cap .. ' ' .. rd
-    if r ~= known then
+    -- Written when it differs from the stored rule's numbers (the text is
+    -- made only then: each number in it is a "%.14g" format).
+    if not known or cap ~= c or rd ~= d then
+      local r = cap .. ' ' .. rd
       redis.call('HSET', K[5], site, r)
       rules[site] = r
     end
   end
   local f
-  local done = how == 'fetched' or how == 'skipped' or how == 'failed' -- the item's turns end
   local staying = site == stay and (how == 'fetched' or how == 'skipped')
   if staying then
     -- The worker may stay: its next item may be handed on (owed).
@@ -128,13 +131,13 @@ end
 local settled = settle(ARGV[3], ARGV[4])
 local added = admit(8)
 if string.sub(ARGV[6], 1, 1) == '1' then
-  local r = take(ARGV[7], string.sub(ARGV[6], 2))
+  local took, a, b, c = take(ARGV[7], string.sub(ARGV[6], 2))
   settle_owed() -- take pays it on every path that hands nothing on; a guard
   keep()
   -- The scope size (next.lua's) only on a take that tidies, one in 8 of a
   -- process's on the shard: it only grows, and seldom; 0 is "not read".
   local size = string.sub(ARGV[7], -1) == '0' and scope() or 0
-  return reply(settled, added, size, r)
+  return reply(settled, added, size, took, a, b, c)
 end
 keep()
 return reply(settled, added, 0)
