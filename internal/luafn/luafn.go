@@ -109,7 +109,7 @@ func NewLibrary(prefix, prelude string, bodies map[string]string) *Library {
 		}
 	}
 	h := sha1.New()
-	h.Write([]byte(bound))
+	h.Write([]byte(boundLua + register)) // the wrapper's own code too
 	h.Write([]byte(prelude))
 	for _, n := range names {
 		fmt.Fprintf(h, "\x00%s\x00%s", n, bodies[n])
@@ -118,8 +118,7 @@ func NewLibrary(prefix, prelude string, bodies map[string]string) *Library {
 	var b strings.Builder
 	b.WriteString("#!lua name=" + name + "\nlocal KEYS, ARGV\nlocal LIBRARY = true\n" + boundLua + prelude)
 	for _, n := range names {
-		fmt.Fprintf(&b, "\nload_api.register_function('%s_%s', function(k, a)\nif not redis then %s = runtime_globals() end\nKEYS, ARGV = k, a\n%s\nend)\n",
-			name, n, bound, bodies[n])
+		fmt.Fprintf(&b, register, name, n, bound, bodies[n])
 	}
 	l := &Library{name: name, code: b.String(), scripts: map[string]*Script{}}
 	for _, n := range names {
@@ -143,6 +142,10 @@ const bound = "redis, string, math, table, tonumber, tostring, type, ipairs, pai
 // load-time redis (register_function) and a function that returns the
 // globals of those names, called at run time.
 const boundLua = "local load_api = redis\nlocal function runtime_globals() return " + bound + " end\nlocal " + bound + "\n"
+
+// register is the code that registers a script's function: its name (the
+// library's and the script's), bound, and its body.
+const register = "\nload_api.register_function('%s_%s', function(k, a)\nif not redis then %s = runtime_globals() end\nKEYS, ARGV = k, a\n%s\nend)\n"
 
 // Name is the library's name on the server.
 func (l *Library) Name() string { return l.name }
