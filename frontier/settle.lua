@@ -23,7 +23,8 @@
 begin()
 local delay, rcap, rdelay = own_nums(3)
 
--- stay: the site the worker asks to stay on, when it takes an item now.
+-- stay: the site the worker asks to stay on ('': none) when it takes an
+-- item now; nil when it takes none.
 local stay = string.sub(ARGV[6], 1, 1) == '1' and string.sub(ARGV[6], 2) or nil
 
 local function settle(member, how)
@@ -130,8 +131,8 @@ end
 
 local settled = settle(ARGV[3], ARGV[4])
 local added = admit(8)
-if string.sub(ARGV[6], 1, 1) == '1' then
-  local took, a, b, c = take(ARGV[7], string.sub(ARGV[6], 2))
+if stay then
+  local took, a, b, c = take(ARGV[7], stay)
   settle_owed() -- take pays it on every path that hands nothing on; a guard
   keep()
   -- The scope size (next.lua's) only on a take that tidies, one in 8 of a
