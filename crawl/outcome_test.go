@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/polite-crawler/polite/frontier"
+	"github.com/polite-crawler/polite/internal/redistest"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
 )
@@ -71,7 +72,7 @@ func closedURL(t *testing.T) string {
 // 1 KiB bodies, its results in out; robots.txt goes out on its Net too.
 func outcomeCrawler(t *testing.T, name string, out *bytes.Buffer) *Crawler {
 	t.Helper()
-	prefix := fmt.Sprintf("t:outcome:%d", time.Now().UnixNano())
+	prefix := redistest.Prefix(t)
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
 	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: time.Second})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/internal/keyname"
+	"github.com/polite-crawler/polite/internal/redistest"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
 	"github.com/polite-crawler/polite/testserver"
@@ -74,7 +75,7 @@ func TestSeedlessWorkerFollowsTheCrawlsScope(t *testing.T) {
 		{Pages: 25, Links: 3, CrossLinks: 1}, {Pages: 25, Links: 3, CrossLinks: 1}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	prefix := fmt.Sprintf("t:scope:%d", time.Now().UnixNano()) // fresh per run (-count N)
+	prefix := redistest.Prefix(t)
 
 	reads := scopeReads(t)
 	var log logBuf

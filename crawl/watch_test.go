@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/polite-crawler/polite/frontier"
+	"github.com/polite-crawler/polite/internal/redistest"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
 )
@@ -62,7 +63,7 @@ func TestIdleProcessSeesOtherProcessesURLs(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	prefix := fmt.Sprintf("t:watch%d", time.Now().UnixNano()) // a crawl of its own on every run
+	prefix := redistest.Prefix(t)
 	start := func(workers int, ua string) (*Crawler, chan error) {
 		rdb := srv.Client()
 		t.Cleanup(func() { rdb.Close() })
