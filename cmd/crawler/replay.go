@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/polite-crawler/polite/bench"
+	"github.com/polite-crawler/polite/internal/redisinfo"
 	"github.com/polite-crawler/polite/internal/redistest"
 )
 
@@ -39,7 +40,9 @@ in the crawl: two replays of one capture agree to 0.3 %, two captures of one cra
 Capture on a fresh redis-server, so that the scripts' code (FUNCTION LOAD; SCRIPT LOAD or EVAL) is in it, but
 start the crawl once it is past the limiter's restart guard (a Redis younger than a lease, plus
 the crawl delay and a second, grants a site with no counter no permits), or the capture holds the
-idle workers' polls of that wait (5 % of a 6,000-page crawl):
+idle workers' polls of that wait (5 % of a 6,000-page crawl). For the same reason the replay starts
+only once its own Redis has been up --age (12 s; longer for a crawl with a longer lease or crawl
+delays), or the captured grants would be refused and what follows them go another way:
   redis-server --port 6399 --save '' &
   sleep 12    # the default 10 s lease and no crawl delay; longer with --lease or crawl delays
   redis-cli -p 6399 monitor > crawl.monitor &
@@ -62,6 +65,7 @@ func runRedisReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 	redisAddr := fs.String("redis", "", "host:port (or redis://host:port) of a redis-server of the replay's own (it is FLUSHALLed); default: start a private one")
 	grind := fs.Bool("callgrind", false, "run the private redis-server under valgrind's callgrind and report the instructions it ran for the replay (needs valgrind; slow: about 50× the replay)")
 	grindOut := fs.String("callgrind-out", "", "with --callgrind, keep callgrind's profile in this file (for callgrind_annotate)")
+	age := fs.Duration("age", replayAge, "replay only once the Redis has been up this long: the limiter's restart guard refuses new sites' permits on a Redis younger than a lease plus the crawl delay and a second (11 s with the defaults), and a replay run inside it measures the refusals, not the crawl (0: do not wait)")
 	fs.Usage = func() { printUsage(fs, replayUsage) }
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -79,6 +83,8 @@ func runRedisReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 		return usageErr("--callgrind runs its own redis-server: leave out --redis")
 	case *grindOut != "" && !*grind:
 		return usageErr("--callgrind-out needs --callgrind")
+	case *age < 0:
+		return usageErr("--age must not be negative")
 	}
 	var err error
 	if *redisAddr, err = scratchRedis(*redisAddr); err != nil {
@@ -114,6 +120,9 @@ func runRedisReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
+	if err := awaitAge(ctx, rdb, *age, stderr); err != nil {
+		return err
+	}
 	r, err := bench.Replay(ctx, rdb, c, *depth, start)
 	if err != nil {
 		return err
@@ -126,6 +135,43 @@ func runRedisReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	writeReplay(stdout, c, r, *depth, *pages, instr)
 	return nil
+}
+
+// replayAge is redis-replay's default --age: the restart guard with the
+// default 10 s lease and no crawl delay (11 s), and a second to spare.
+const replayAge = 12 * time.Second
+
+// awaitAge waits until the Redis of rdb has been up age (its
+// uptime_in_seconds), saying so on w when it has to wait; a Redis whose
+// INFO has no uptime is taken as old enough.
+func awaitAge(ctx context.Context, rdb *redis.Client, age time.Duration, w io.Writer) error {
+	said := false
+	for {
+		ictx, cancel := context.WithTimeout(ctx, time.Minute) // a Redis under callgrind answers slowly
+		info, err := rdb.Info(ictx, "server").Result()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("redis-replay: the Redis's uptime: %w", err)
+		}
+		up, ok, err := redisinfo.Uptime(info)
+		if err != nil {
+			return fmt.Errorf("redis-replay: the Redis's uptime: %w", err)
+		}
+		if !ok || up >= age {
+			return nil
+		}
+		if !said {
+			fmt.Fprintf(w, "waiting until the Redis has been up %s (up %s): past the limiter's restart guard (--age)\n", age, up)
+			said = true
+		}
+		t := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 func readCapture(name string) (bench.ReplayCapture, error) {
