@@ -146,15 +146,26 @@ if owned > limit then
   now = now or now_ms()
   local _, size = prune(now, lease, ttl, owned)
   wait = math.max(wait, next_at() - now)
-  local rank = redis.call('ZRANK', K[2], id)
+  -- The first limit + 1 places before the removal: when the entry is in
+  -- the first limit of them, the rest are the first limit places after it
+  -- (one command, where its rank and the places after would be two).
+  local head = redis.call('ZRANGE', K[2], '0', int_text(limit))
   removed = redis.call('ZREM', K[1], id)
   redis.call('ZREM', K[2], id)
-  if rank and rank < limit and size > limit then
+  if size > limit then
+    for i = 1, math.min(#head, limit) do
+      if head[i] == id then
+        table.remove(head, i)
+        front = head
+        break
+      end
+    end
+  end
+  if front then
     -- Everyone in the first limit places is told, not only the one that
     -- moved up behind the removed entry: the limit may be higher than when
     -- they were last told (a cap that recovers, a looser rule), which puts
     -- more than one of them there for the first time.
-    front = redis.call('ZRANGE', K[2], '0', int_text(limit - 1))
     tell(front, limit .. ' ' .. wait, tail_base(ARGV[3], adaptive))
   end
 else
