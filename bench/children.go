@@ -49,7 +49,9 @@ func (s CrawlSpec) crawl(ctx context.Context, name string, procs, workers int, a
 		return CrawlRow{}, fmt.Errorf("bench: %s: %w", name, err)
 	}
 	row := CrawlRow{Name: name, Procs: procs, Workers: workers, Sites: s.Sites, Cap: siteCap, Seconds: time.Since(start).Seconds(),
-		Ideal: float64(min(procs*workers, s.slots())) / s.Latency.Seconds(), MachineBusy: machineCPU().busySince(busy0)}
+		Ideal: float64(min(procs*workers, s.slots())) / s.Latency.Seconds()}
+	cpu := machineCPU()
+	row.MachineBusy, row.HostSteal = cpu.busySince(busy0), cpu.stealSince(busy0)
 	row.addSites(ts.Stats().Sites)
 	if t := steadySpan(samples, row.Pages); t > 0 {
 		row.Steady = 0.8 * float64(row.Pages) / t.Seconds()
@@ -234,8 +236,9 @@ func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
 	return time.Duration(secs * float64(time.Second)), nil
 }
 
-// cpuTimes is the machine's CPU time so far (/proc/stat), busy and all.
-type cpuTimes struct{ busy, total float64 }
+// cpuTimes is the machine's CPU time so far (/proc/stat): busy, taken by
+// the VM's host (steal, counted in busy too) and all.
+type cpuTimes struct{ busy, steal, total float64 }
 
 func machineCPU() cpuTimes {
 	b, err := os.ReadFile("/proc/stat")
@@ -251,6 +254,9 @@ func machineCPU() cpuTimes {
 		if i != 3 && i != 4 { // idle, iowait
 			t.busy += n
 		}
+		if i == 7 {
+			t.steal += n
+		}
 	}
 	return t
 }
@@ -261,4 +267,26 @@ func (t cpuTimes) busySince(t0 cpuTimes) float64 {
 		return 0
 	}
 	return (t.busy - t0.busy) / (t.total - t0.total)
+}
+
+// stealSince is the share of CPU time the VM's host took since t0 (0 when
+// unknown, or on a machine that is no VM).
+func (t cpuTimes) stealSince(t0 cpuTimes) float64 {
+	if t.total <= t0.total {
+		return 0
+	}
+	return (t.steal - t0.steal) / (t.total - t0.total)
+}
+
+// hostTookMuch is the steal share above which a row's speed says more about
+// the VM's host than about what it measures: the report marks such rows.
+const hostTookMuch = 0.02
+
+// hostNote is a verdict's remark on the host's share of the CPU during a
+// measurement: empty unless above hostTookMuch.
+func hostNote(steal float64) string {
+	if steal <= hostTookMuch {
+		return ""
+	}
+	return fmt.Sprintf(" (the host took %.1f %% of the CPU)", 100*steal)
 }

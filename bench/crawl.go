@@ -36,6 +36,7 @@ type CrawlRow struct {
 	RoundTrips     float64       // Redis round trips per page, robots.txt's excepted, counted by the crawler processes (0 for colly)
 	RedisCPU       time.Duration // Redis CPU per page (INFO cpu)
 	MachineBusy    float64       // share of this machine's CPU time busy during the crawl
+	HostSteal      float64       // share of this machine's CPU time the VM's host took during the crawl (steal)
 }
 
 // CrawlSpec sizes a crawl.

@@ -21,6 +21,8 @@ func (r *Report) crawlSection(p func(string, ...any)) {
 	p("")
 	crawlTable(p, r.Crawl)
 	p("")
+	p("\"Host took\" is the share of the machine's CPU time the VM's host took for itself during the crawl shown (steal, in /proc/stat; 0 on a machine that is no VM): above %.0f%% (⚠) a row's rate and Redis CPU say more about the host than about the crawl.", 100*hostTookMuch)
+	p("")
 	p("colly alone is the in-process optimum, with no coordination cost: a `LimitRule` of parallelism %d per site and colly's own robots.txt handling. In one process it keeps the cap, and its steady rate is the reference for \"÷ colly alone\": the crawls go in rounds (colly alone, then one crawl of each of our rows; the next round the same), each row is its median crawl with the range of all, so that a drift of the machine over the section moves the reference as it moves ours, and a stretch of seconds when this VM's host slows it costs a row at most one of its crawls.", siteCap)
 	if slices.ContainsFunc(r.Crawl, func(x CrawlRow) bool { return x.Peer && x.Procs > 1 }) {
 		p("In several processes each keeps only its own cap, so a site sees up to that many times its cap and every page is fetched once per process (the pages column counts them all; duplicates counts the repeats).")
@@ -122,9 +124,19 @@ func (r *Report) adaptiveSection(p func(string, ...any)) {
 	}
 }
 
+// hostTook is a table's cell for the share of the CPU the VM's host took
+// during a measurement, marked ⚠ above hostTookMuch.
+func hostTook(steal float64) string {
+	c := fmt.Sprintf("%.1f%%", 100*steal)
+	if steal > hostTookMuch {
+		c += " ⚠"
+	}
+	return c
+}
+
 func crawlTable(p func(string, ...any), rows []CrawlRow) {
-	p("| crawl | sites | processes × workers | pages | duplicates | seconds | steady pages/s | ideal | of ideal | ÷ colly alone | most at once at a site (cap %d) | starts over cap | disallowed | robots.txt fetches | Redis round trips / page (robots.txt's excepted) | Redis CPU / page | machine CPU busy |", siteCap)
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| crawl | sites | processes × workers | pages | duplicates | seconds | steady pages/s | ideal | of ideal | ÷ colly alone | most at once at a site (cap %d) | starts over cap | disallowed | robots.txt fetches | Redis round trips / page (robots.txt's excepted) | Redis CPU / page | machine CPU busy | host took |", siteCap)
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range rows {
 		trips, cpu := "–", "–"
 		if !x.Peer {
@@ -138,7 +150,7 @@ func crawlTable(p func(string, ...any), rows []CrawlRow) {
 		if x.VsColly > 0 {
 			vs = fmt.Sprintf("**%.3f×**", x.VsColly)
 		}
-		p("| %s | %d | %d × %d | %d | %d | %.1f | %.0f | %.0f | %s | %s | %d | %d | %d | %d | %s | %s | %.0f%% |", x.Name, x.Sites, x.Procs, x.Workers,
-			x.Pages, x.Duplicates, x.Seconds, x.Steady, x.Ideal, util, vs, x.MaxAtOnce, x.OverCap, x.Disallowed, x.RobotsFetches, trips, cpu, 100*x.MachineBusy)
+		p("| %s | %d | %d × %d | %d | %d | %.1f | %.0f | %.0f | %s | %s | %d | %d | %d | %d | %s | %s | %.0f%% | %s |", x.Name, x.Sites, x.Procs, x.Workers,
+			x.Pages, x.Duplicates, x.Seconds, x.Steady, x.Ideal, util, vs, x.MaxAtOnce, x.OverCap, x.Disallowed, x.RobotsFetches, trips, cpu, 100*x.MachineBusy, hostTook(x.HostSteal))
 	}
 }

@@ -31,6 +31,7 @@ type HandoffRow struct {
 	VsTokens     float64       // PerSec ÷ the token list's grants/s in the same run (0 when it did not run)
 	MaxAtOnce    int64         // most requests in flight at the server
 	OverCapStart int64         // requests that started with limit already in flight
+	HostSteal    float64       // share of the machine's CPU time the VM's host took during its turns (steal)
 }
 
 // keptCap reports whether the hot site never had more than limit requests
@@ -68,6 +69,7 @@ type hotTurn struct {
 	results      []workerResult
 	maxAtOnce    int64
 	overCapStart int64
+	cpu0, cpu1   cpuTimes // the machine's CPU times before and after the turn's workers
 }
 
 // measureHotSite runs every algorithm of hotSiteAlgorithms on one site through
@@ -116,7 +118,9 @@ func (spec HotSiteSpec) turn(ctx context.Context, rdb *redis.Client, prefix, alg
 	if err != nil {
 		return hotTurn{}, fmt.Errorf("bench: hot site: %w", err)
 	}
+	cpu0 := machineCPU()
 	results, errs := spec.runWorkers(ctx, alg, prefix, ts.Sites()[0].URL+"/p/0")
+	cpu1 := machineCPU()
 	st := ts.Stats().Sites[0]
 	ts.Close()
 	for p, err := range errs {
@@ -129,7 +133,7 @@ func (spec HotSiteSpec) turn(ctx context.Context, rdb *redis.Client, prefix, alg
 			return hotTurn{}, err
 		}
 	}
-	return hotTurn{results: results, maxAtOnce: int64(st.MaxInFlight), overCapStart: st.OverCap}, nil
+	return hotTurn{results: results, maxAtOnce: int64(st.MaxInFlight), overCapStart: st.OverCap, cpu0: cpu0, cpu1: cpu1}, nil
 }
 
 // workerStartup is how long after they are started the worker processes
@@ -166,9 +170,13 @@ func (spec HotSiteSpec) runWorkers(ctx context.Context, alg, prefix, url string)
 func (spec HotSiteSpec) handoffRow(alg string, turns []hotTurn) HandoffRow {
 	var grants []int64
 	var total, holdNs int64
-	var secs float64
+	var secs, steal, cpuAll float64
 	row := HandoffRow{Alg: alg}
 	for _, t := range turns {
+		if t.cpu1.total > t.cpu0.total {
+			steal += t.cpu1.steal - t.cpu0.steal
+			cpuAll += t.cpu1.total - t.cpu0.total
+		}
 		var long float64
 		for _, r := range t.results {
 			for _, g := range r.Grants {
@@ -183,6 +191,9 @@ func (spec HotSiteSpec) handoffRow(alg string, turns []hotTurn) HandoffRow {
 		row.OverCapStart += t.overCapStart
 	}
 	row.Grants, row.Jain = total, jain(grants)
+	if cpuAll > 0 {
+		row.HostSteal = steal / cpuAll
+	}
 	if total > 0 && secs > 0 {
 		row.PerSec = float64(total) / secs
 		row.Hold = time.Duration(holdNs / total)

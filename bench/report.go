@@ -128,20 +128,20 @@ func (r *Report) hotSiteSection(p func(string, ...any)) {
 	p("")
 	p("![hand-off](%s/handoff.svg)", ChartsDir)
 	p("")
-	p("| algorithm | grants/s | ÷ token list | real hold | %% of nominal %.0f/s | %% of slot time used | Jain fairness | most at once (cap %d) | starts over cap |", float64(s.Limit)/s.Hold.Seconds(), s.Limit)
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| algorithm | grants/s | ÷ token list | real hold | %% of nominal %.0f/s | %% of slot time used | Jain fairness | most at once (cap %d) | starts over cap | host took |", float64(s.Limit)/s.Hold.Seconds(), s.Limit)
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range r.HotSite {
 		mark := ""
 		if x.MaxAtOnce > int64(s.Limit) {
 			mark = " ⚠"
 		}
-		p("| %s | %.0f | **%.3f×** | %s | %.1f%% | %.1f%% | %.3f | %d%s | %d |", x.Alg, x.PerSec, x.VsTokens, us(x.Hold), x.PctNominal, x.PctOfHolds, x.Jain, x.MaxAtOnce, mark, x.OverCapStart)
+		p("| %s | %.0f | **%.3f×** | %s | %.1f%% | %.1f%% | %.3f | %d%s | %d | %s |", x.Alg, x.PerSec, x.VsTokens, us(x.Hold), x.PctNominal, x.PctOfHolds, x.Jain, x.MaxAtOnce, mark, x.OverCapStart, hostTook(x.HostSteal))
 	}
 	p("")
 	p("The token list is the physical anchor: the fastest hand-off Redis can do. The site's key is a list of exactly %d tokens, made fresh for the run; a waiter takes one with `BLPOP` (the server queues blocked callers first come, first served, and hands a pushed token straight to the first) and gives it back with `RPUSH`: one round trip each way and no leases, so it is not crash-safe (a holder that dies takes its token with it) and no crawler should use it. It runs with the same processes, waiters, holds and counting server as the other rows. Goals for ours: %s its grants/s and fairness (Jain, across all %d waiters) %s.",
 		s.Limit, goals.vsTokens.short(), s.Procs*s.WaitersPerProc, goals.jain.short())
 	p("")
-	p("\"Slot time used\" divides by the holds as they really lasted (the server's %s sleep plus the request itself); \"nominal\" assumes exactly %s. The book's unlocked semaphore shows what the lock buys: under contention it lets the site see more than its cap; ours never may.", s.Hold, s.Hold)
+	p("\"Slot time used\" divides by the holds as they really lasted (the server's %s sleep plus the request itself); \"nominal\" assumes exactly %s. The book's unlocked semaphore shows what the lock buys: under contention it lets the site see more than its cap; ours never may. \"Host took\" is the share of the machine's CPU time the VM's host took for itself during a row's turns (steal, in /proc/stat); above %.0f%% (⚠) the row's rate says more about the host than about the hand-off.", s.Hold, s.Hold, 100*hostTookMuch)
 	p("")
 }
 
