@@ -128,7 +128,7 @@ func TestTokenList(t *testing.T) {
 }
 
 // The back-to-back baseline sends exactly two PINGs per pair (counted at
-// Redis) and reports a positive p50.
+// Redis) and times each pair.
 func TestBackToBack(t *testing.T) {
 	srv, err := redistest.Start()
 	if err != nil {
@@ -141,9 +141,9 @@ func TestBackToBack(t *testing.T) {
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	p50, err := backToBack(ctx, rdb, 50)
-	if err != nil || p50 <= 0 {
-		t.Fatalf("p50 %s, %v", p50, err)
+	pairs, err := backToBack(ctx, rdb, 50)
+	if err != nil || len(pairs) != 50 || pct(pairs, 50) <= 0 {
+		t.Fatalf("%d pairs, p50 %s, %v", len(pairs), pct(pairs, 50), err)
 	}
 	stats, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
@@ -273,5 +273,30 @@ func TestUncontendedBaselines(t *testing.T) {
 	}
 	if row.Judged != max(row.Ratio, row.RatioB2B) {
 		t.Errorf("row %+v: judged against the slower baseline", row)
+	}
+
+	// Enough pairs for blocks, each followed by its own PINGs: those add
+	// nothing to a pair's round trips and commands either, and the ratio
+	// is a block's, not the whole run's p50 over the PINGs' p50.
+	blocks, err := uncontended(ctx, srv.Addr, AlgAtomic, "bench:u5", 10*uncontendedBlocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if blocks.RoundTrips < 1.9 || blocks.RoundTrips > 2.1 || blocks.Commands != row.Commands {
+		t.Errorf("in blocks: %.2f round trips and %.1f commands a pair, want 2 and %.1f as in one block", blocks.RoundTrips, blocks.Commands, row.Commands)
+	}
+	if blocks.BackToBack <= 0 || blocks.RatioB2B <= 0 || blocks.Judged != max(blocks.Ratio, blocks.RatioB2B) {
+		t.Errorf("in blocks: row %+v", blocks)
+	}
+}
+
+func TestMedianOfRatios(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{12.8, 1.4, 1.5, 1.3, 1.6}, 1.5}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.xs); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
 	}
 }

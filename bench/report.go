@@ -74,7 +74,7 @@ func (r *Report) limiterSection(p func(string, ...any)) {
 	if len(r.Uncontended) > 0 {
 		p("## Limiter: uncontended acquire + release")
 		p("")
-		p("One site, one client. The physical limit is two round trips (acquire, release), so the baseline is two PINGs, measured twice on the same client: interleaved (two PINGs before each pair, so they meet the connection as the pair leaves it) and back-to-back (n pairs of PINGs in a tight loop after the pairs, nothing else on the connection: usually the faster of the two, but not always on this VM, whose round trips slow down when its cores go idle between them). The goals judge against the faster of the two, the stricter.")
+		p("One site, one client. The physical limit is two round trips (acquire, release), so the baseline is two PINGs, measured twice on the same client: interleaved (two PINGs before each pair, so they meet the connection as the pair leaves it) and back-to-back (pairs of PINGs in a tight loop, nothing else on the connection: usually the faster of the two, but not always on this VM, whose round trips slow down when its cores go idle between them). The pairs go in %d blocks, each followed by as many pairs of PINGs back to back, and \"p50 ÷ back-to-back\" is the median of the blocks' ratios (each block's pairs against its own PINGs): this VM's round trips change speed severalfold when its cores change how they idle, and PINGs timed after all the pairs could meet another such state (one run's locked row read 12.8×, its PINGs 32 µs against 247-262 µs for every other row's). The goals judge against the faster of the two, the stricter.", uncontendedBlocks)
 		p("")
 		p("![latency](%s/latency.svg)", ChartsDir)
 		p("")
