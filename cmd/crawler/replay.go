@@ -151,11 +151,11 @@ func awaitAge(ctx context.Context, rdb *redis.Client, age time.Duration, w io.Wr
 		info, err := rdb.Info(ictx, "server").Result()
 		cancel()
 		if err != nil {
-			return fmt.Errorf("redis-replay: the Redis's uptime: %w", err)
+			return fmt.Errorf("the Redis's uptime: %w", err)
 		}
 		up, ok, err := redisinfo.Uptime(info)
 		if err != nil {
-			return fmt.Errorf("redis-replay: the Redis's uptime: %w", err)
+			return fmt.Errorf("the Redis's uptime: %w", err)
 		}
 		if !ok || up >= age {
 			return nil
