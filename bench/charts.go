@@ -14,7 +14,7 @@ func (r *Report) charts() map[string]string {
 		for _, x := range r.Uncontended {
 			bars = append(bars, bar{x.Alg, x.Judged, algColor(x.Alg, false)})
 		}
-		c["latency.svg"] = barChart("Uncontended acquire+release p50 as a multiple of two PINGs, the faster timing (lower is better)", bars,
+		c["latency.svg"] = barChart("Uncontended acquire+release p50 as a multiple of two PINGs, the stricter of the two ratios (lower is better)", bars,
 			"×", []goalLine{goals.uncontended[AlgAtomic].line("atomic goal ", ""), goals.uncontended[AlgLocked].line("locked goal ", "")})
 	}
 	if len(r.Throughput) > 1 {

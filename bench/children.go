@@ -269,24 +269,34 @@ func (t cpuTimes) busySince(t0 cpuTimes) float64 {
 	return (t.busy - t0.busy) / (t.total - t0.total)
 }
 
-// stealSince is the share of CPU time the VM's host took since t0 (0 when
-// unknown, or on a machine that is no VM).
+// stealSince is the share of CPU time the VM's host took since t0 (0 on a
+// machine that is no VM; stealUnknown when /proc/stat could not tell).
 func (t cpuTimes) stealSince(t0 cpuTimes) float64 {
 	if t.total <= t0.total {
-		return 0
+		return stealUnknown
 	}
 	return (t.steal - t0.steal) / (t.total - t0.total)
 }
+
+// stealUnknown is a steal share /proc/stat could not give.
+const stealUnknown = -1.0
 
 // hostTookMuch is the steal share above which a row's speed says more about
 // the VM's host than about what it measures: the report marks such rows.
 const hostTookMuch = 0.02
 
 // hostNote is a verdict's remark on the host's share of the CPU during a
-// measurement: empty unless above hostTookMuch.
-func hostNote(steal float64) string {
-	if steal <= hostTookMuch {
-		return ""
+// measurement (steal, of the measurement named own) and during the one it
+// is divided by (ref, named what; stealUnknown when none): empty unless one
+// of them is above hostTookMuch.
+func hostNote(steal float64, own string, ref float64, what string) string {
+	switch {
+	case steal > hostTookMuch && ref > hostTookMuch:
+		return fmt.Sprintf(" (the host took %.1f %% of the CPU in %s, %.1f %% in %s)", 100*steal, own, 100*ref, what)
+	case steal > hostTookMuch:
+		return fmt.Sprintf(" (the host took %.1f %% of the CPU in %s)", 100*steal, own)
+	case ref > hostTookMuch:
+		return fmt.Sprintf(" (the host took %.1f %% of the CPU in %s)", 100*ref, what)
 	}
-	return fmt.Sprintf(" (the host took %.1f %% of the CPU)", 100*steal)
+	return ""
 }

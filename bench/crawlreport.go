@@ -21,7 +21,7 @@ func (r *Report) crawlSection(p func(string, ...any)) {
 	p("")
 	crawlTable(p, r.Crawl)
 	p("")
-	p("\"Host took\" is the share of the machine's CPU time the VM's host took for itself during the crawl shown (steal, in /proc/stat; 0 on a machine that is no VM): above %.0f%% (⚠) a row's rate and Redis CPU say more about the host than about the crawl.", 100*hostTookMuch)
+	p("\"Host took\" is the share of the machine's CPU time the VM's host took for itself during the crawl shown (steal, in /proc/stat; 0 on a machine that is no VM, – where /proc/stat could not tell), here and in every crawl table below: above %.0f%% (⚠) a row's rate and Redis CPU say more about the host than about the crawl.", 100*hostTookMuch)
 	p("")
 	p("colly alone is the in-process optimum, with no coordination cost: a `LimitRule` of parallelism %d per site and colly's own robots.txt handling. In one process it keeps the cap, and its steady rate is the reference for \"÷ colly alone\": the crawls go in rounds (colly alone, then one crawl of each of our rows; the next round the same), each row is its median crawl with the range of all, so that a drift of the machine over the section moves the reference as it moves ours, and a stretch of seconds when this VM's host slows it costs a row at most one of its crawls.", siteCap)
 	if slices.ContainsFunc(r.Crawl, func(x CrawlRow) bool { return x.Peer && x.Procs > 1 }) {
@@ -127,6 +127,9 @@ func (r *Report) adaptiveSection(p func(string, ...any)) {
 // hostTook is a table's cell for the share of the CPU the VM's host took
 // during a measurement, marked ⚠ above hostTookMuch.
 func hostTook(steal float64) string {
+	if steal < 0 {
+		return "–"
+	}
 	c := fmt.Sprintf("%.1f%%", 100*steal)
 	if steal > hostTookMuch {
 		c += " ⚠"

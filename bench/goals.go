@@ -21,7 +21,7 @@ type goal struct {
 
 // goals is every goal this bench judges.
 var goals = struct {
-	uncontended   map[string]goal // acquire+release p50 ÷ two PINGs, the faster timing, by algorithm
+	uncontended   map[string]goal // acquire+release p50 ÷ two PINGs, the stricter of the two ratios, by algorithm
 	throughput    map[string]goal // pairs/s ÷ the book's lock-guarded semaphore's, by algorithm
 	keysLeft      goal            // the limiter's keys left once its sites go idle
 	burst         goal            // ModeLocked's commands and time for a burst ÷ ModeAtomic's
@@ -40,8 +40,8 @@ var goals = struct {
 	robotsPerPath goal            // one robots.Policy.Allowed check on an 8 KiB path
 }{
 	uncontended: map[string]goal{
-		AlgAtomic: {cmp: "≤", at: 1.5, prec: 1, unit: "×", of: "two PINGs (the faster timing)"},
-		AlgLocked: {cmp: "≤", at: 2.5, prec: 1, unit: "×", of: "two PINGs (the faster timing)"},
+		AlgAtomic: {cmp: "≤", at: 1.5, prec: 1, unit: "×", of: "two PINGs (the stricter ratio)"},
+		AlgLocked: {cmp: "≤", at: 2.5, prec: 1, unit: "×", of: "two PINGs (the stricter ratio)"},
 	},
 	throughput: map[string]goal{
 		AlgAtomic: {cmp: "≥", at: 4, prec: 1, unit: "×", of: "the book's lock-guarded"},
@@ -96,7 +96,7 @@ func (g goal) amount() string { return g.amountPrec(g.prec) }
 func (g goal) bound() string { return g.withCmp(g.amount()) }
 
 // String is the goal as the goals table writes it: "≤ 1.5× two PINGs
-// (the faster timing)".
+// (the stricter ratio)".
 func (g goal) String() string {
 	if g.of == "" {
 		return g.bound()

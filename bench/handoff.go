@@ -191,6 +191,7 @@ func (spec HotSiteSpec) handoffRow(alg string, turns []hotTurn) HandoffRow {
 		row.OverCapStart += t.overCapStart
 	}
 	row.Grants, row.Jain = total, jain(grants)
+	row.HostSteal = stealUnknown
 	if cpuAll > 0 {
 		row.HostSteal = steal / cpuAll
 	}

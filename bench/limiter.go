@@ -23,7 +23,7 @@ type LatencyRow struct {
 	Ratio      float64       // P50 / TwoPingP50
 	BackToBack time.Duration // p50 of two PINGs, pairs of them back-to-back in a tight loop after each block of pairs
 	RatioB2B   float64       // the median over the blocks of a block's p50 ÷ its back-to-back PINGs' p50
-	Judged     float64       // P50 / the faster of TwoPingP50 and BackToBack: what the goals judge
+	Judged     float64       // the higher of Ratio and RatioB2B, the stricter: what the goals judge
 	RoundTrips float64       // per pair, counted at the client
 	Commands   float64       // commands Redis ran per pair, those inside scripts included (INFO commandstats)
 }
@@ -119,7 +119,7 @@ func uncontended(ctx context.Context, addr, alg, prefix string, n int) (LatencyR
 	row.Commands = (calls - float64(pingTrips) - 1) / float64(n)      // likewise
 	row.Ratio = float64(row.P50) / float64(row.TwoPingP50)
 	row.RatioB2B = median(ratios)
-	row.Judged = max(row.Ratio, row.RatioB2B) // the faster baseline: on this VM either can be
+	row.Judged = max(row.Ratio, row.RatioB2B) // the stricter: on this VM either baseline can be the faster
 	return row, nil
 }
 

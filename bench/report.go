@@ -74,7 +74,7 @@ func (r *Report) limiterSection(p func(string, ...any)) {
 	if len(r.Uncontended) > 0 {
 		p("## Limiter: uncontended acquire + release")
 		p("")
-		p("One site, one client. The physical limit is two round trips (acquire, release), so the baseline is two PINGs, measured twice on the same client: interleaved (two PINGs before each pair, so they meet the connection as the pair leaves it) and back-to-back (pairs of PINGs in a tight loop, nothing else on the connection: usually the faster of the two, but not always on this VM, whose round trips slow down when its cores go idle between them). The pairs go in %d blocks, each followed by as many pairs of PINGs back to back, and \"p50 ÷ back-to-back\" is the median of the blocks' ratios (each block's pairs against its own PINGs): this VM's round trips change speed severalfold when its cores change how they idle, and PINGs timed after all the pairs could meet another such state (one run's locked row read 12.8×, its PINGs 32 µs against 247-262 µs for every other row's). The goals judge against the faster of the two, the stricter.", uncontendedBlocks)
+		p("One site, one client. The physical limit is two round trips (acquire, release), so the baseline is two PINGs, measured twice on the same client: interleaved (two PINGs before each pair, so they meet the connection as the pair leaves it) and back-to-back (pairs of PINGs in a tight loop, nothing else on the connection: usually the faster of the two, but not always on this VM, whose round trips slow down when its cores go idle between them). The pairs go in %d blocks, each followed by as many pairs of PINGs back to back, and \"p50 ÷ back-to-back\" is the median of the blocks' ratios (each block's pairs against its own PINGs): this VM's round trips change speed severalfold when its cores change how they idle, and PINGs timed after all the pairs could meet another such state (one run's locked row read 12.8×, its PINGs 32 µs against 247-262 µs for every other row's). So the back-to-back column is all the blocks' PINGs pooled, and the ratio beside it is not the p50 column divided by it. The goals judge by the higher of the two ratios, the stricter.", uncontendedBlocks)
 		p("")
 		p("![latency](%s/latency.svg)", ChartsDir)
 		p("")
@@ -84,7 +84,7 @@ func (r *Report) limiterSection(p func(string, ...any)) {
 			p("| %s | %s | %s | %s | %.2f× | %s | **%.2f×** | %.1f | %.1f |", x.Alg, us(x.P50), us(x.P99), us(x.TwoPingP50), x.Ratio, us(x.BackToBack), x.RatioB2B, x.RoundTrips, x.Commands)
 		}
 		p("")
-		p("Goals, against the faster of the two PING timings: atomic %s, locked %s. Commands inside Lua scripts count one by one in Redis's statistics, the script call too.", goals.uncontended[AlgAtomic].short(), goals.uncontended[AlgLocked].short())
+		p("Goals, by the stricter of the two ratios: atomic %s, locked %s. Commands inside Lua scripts count one by one in Redis's statistics, the script call too.", goals.uncontended[AlgAtomic].short(), goals.uncontended[AlgLocked].short())
 		p("")
 	}
 	if len(r.Throughput) > 0 {

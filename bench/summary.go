@@ -18,7 +18,7 @@ func (r *Report) Summary(w io.Writer) {
 
 func (r *Report) limiterSummary(w io.Writer) {
 	for _, x := range r.Uncontended {
-		fmt.Fprintf(w, "  uncontended %-28s p50 %6s = %.2f× two PINGs, the faster timing (%.2f× back-to-back, %.2f× interleaved)\n", x.Alg, x.P50.Round(time.Microsecond), x.Judged, x.RatioB2B, x.Ratio)
+		fmt.Fprintf(w, "  uncontended %-28s p50 %6s = %.2f× two PINGs, the stricter ratio (%.2f× back-to-back, %.2f× interleaved)\n", x.Alg, x.P50.Round(time.Microsecond), x.Judged, x.RatioB2B, x.Ratio)
 	}
 	for _, x := range r.Burst {
 		fmt.Fprintf(w, "  burst       %-28s %d callers, %d process(es): %s = %.2f× atomic, %.1f commands/caller = %.2f× atomic\n", x.Alg, x.Callers, x.Procs, x.Took.Round(100*time.Microsecond), x.VsAtomicTook, x.Commands, x.VsAtomicCmds)

@@ -42,6 +42,12 @@ func (r *Report) verdicts() []verdict {
 func (r *Report) hotSiteVerdicts() []verdict {
 	var v []verdict
 	limit := r.HotSpec.Limit
+	tokens := stealUnknown
+	for _, x := range r.HotSite {
+		if x.Alg == AlgTokenList {
+			tokens = x.HostSteal
+		}
+	}
 	for _, x := range r.HotSite {
 		ours := x.Alg == AlgLocked || x.Alg == AlgAtomic
 		if !ours && x.Alg != AlgTokenList {
@@ -50,7 +56,7 @@ func (r *Report) hotSiteVerdicts() []verdict {
 		if ours {
 			t, j := goals.vsTokens, goals.jain
 			v = append(v, verdict{"hot-site hand-off, " + x.Alg, t.String() + ", fairness " + j.bound(),
-				fmt.Sprintf("%.3f×, %.3f%s", x.VsTokens, x.Jain, hostNote(x.HostSteal)), t.met(x.VsTokens) && j.met(x.Jain)})
+				fmt.Sprintf("%.3f×, %.3f%s", x.VsTokens, x.Jain, hostNote(x.HostSteal, "its turns", tokens, "the token list's")), t.met(x.VsTokens) && j.met(x.Jain)})
 		}
 		v = append(v, verdict{"hot-site cap, " + x.Alg, fmt.Sprintf("never over %d at the server", limit),
 			fmt.Sprintf("most %d, %d starts over", x.MaxAtOnce, x.OverCapStart), x.keptCap(limit)})
@@ -62,6 +68,12 @@ func (r *Report) hotSiteVerdicts() []verdict {
 // its process count), its cost (the goal for its mode) and its cap.
 func (r *Report) crawlVerdicts() []verdict {
 	var v []verdict
+	colly := stealUnknown
+	for _, x := range r.Crawl {
+		if x.Peer && x.Procs == 1 {
+			colly = x.HostSteal
+		}
+	}
 	for _, x := range r.Crawl {
 		if x.Peer {
 			continue
@@ -71,12 +83,16 @@ func (r *Report) crawlVerdicts() []verdict {
 		if x.Runs > 1 {
 			got += fmt.Sprintf(" (median of %d)", x.Runs)
 		}
-		got += hostNote(x.HostSteal)
+		crawl := "its crawl"
+		if x.Runs > 1 {
+			crawl = "its median crawl"
+		}
+		got += hostNote(x.HostSteal, crawl, colly, "colly alone's")
 		trips, ok := goals.crawlTrips[x.Mode]
 		cpu := goals.crawlCPU
 		v = append(v, verdict{"crawl steady rate, " + x.Name, rate.String(), got, rate.met(x.VsColly)},
 			verdict{"crawl cost, " + x.Name, trips.bound() + " round trips and " + cpu.bound() + " Redis CPU per page",
-				fmt.Sprintf("%.2f, %s%s", x.RoundTrips, us(x.RedisCPU), hostNote(x.HostSteal)), ok && trips.met(x.RoundTrips) && cpu.met(float64(x.RedisCPU))},
+				fmt.Sprintf("%.2f, %s%s", x.RoundTrips, us(x.RedisCPU), hostNote(x.HostSteal, crawl, stealUnknown, "")), ok && trips.met(x.RoundTrips) && cpu.met(float64(x.RedisCPU))},
 			verdict{"crawl cap, " + x.Name, goals.overCap.String(), fmt.Sprintf("most %d (cap %d), %d over", x.MaxAtOnce, x.Cap, x.OverCap), x.keptCap()},
 			verdict{"crawl politeness, " + x.Name, goals.impolite.String(), fmt.Sprintf("%d (%d disallowed requests)", x.Impolite, x.Disallowed),
 				goals.impolite.met(float64(x.Impolite))})
