@@ -146,13 +146,14 @@ if owned > limit then
   now = now or now_ms()
   local _, size = prune(now, lease, ttl, owned)
   wait = math.max(wait, next_at() - now)
-  -- The first limit + 1 places before the removal: when the entry is in
-  -- the first limit of them, the rest are the first limit places after it
-  -- (one command, where its rank and the places after would be two).
-  local head = redis.call('ZRANGE', K[2], '0', int_text(limit))
+  -- With someone behind the first limit places, those places and the
+  -- next before the removal: when the entry is in the first limit of them,
+  -- the rest are the first limit places after it (one command, where its
+  -- rank and the places after would be two).
+  local head = size > limit and redis.call('ZRANGE', K[2], '0', int_text(limit))
   removed = redis.call('ZREM', K[1], id)
   redis.call('ZREM', K[2], id)
-  if size > limit then
+  if head then
     for i = 1, math.min(#head, limit) do
       if head[i] == id then
         table.remove(head, i)
