@@ -290,13 +290,14 @@ func TestUncontendedBaselines(t *testing.T) {
 	}
 }
 
-func TestMedianOfRatios(t *testing.T) {
+// pct takes the middle of an odd count of ratios (the blocks' are 1 or 5).
+func TestPctOfRatios(t *testing.T) {
 	for _, c := range []struct {
 		xs   []float64
 		want float64
-	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{12.8, 1.4, 1.5, 1.3, 1.6}, 1.5}, {[]float64{4, 1, 3, 2}, 2.5}} {
-		if got := median(c.xs); got != c.want {
-			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+	}{{[]float64{3}, 3}, {[]float64{12.8, 1.4, 1.5, 1.3, 1.6}, 1.5}} {
+		if got := pct(c.xs, 50); got != c.want {
+			t.Errorf("pct(%v, 50) = %v, want %v", c.xs, got, c.want)
 		}
 	}
 }

@@ -116,13 +116,19 @@ func utilisation(procsList []int, runs int, before func() error, crawl func(proc
 // row among them, the in-process optimum that keeps the cap (colly in
 // several processes fetches every page once per process: no reference).
 func relateToColly(rows []CrawlRow) {
-	i := slices.IndexFunc(rows, func(r CrawlRow) bool { return r.Peer && r.Procs == 1 })
+	i := collyRef(rows)
 	if i < 0 || rows[i].Steady == 0 {
 		return
 	}
 	for j := range rows {
 		rows[j].VsColly = rows[j].Steady / rows[i].Steady
 	}
+}
+
+// collyRef is the index of the one-process colly-alone row among rows, the
+// reference of VsColly (-1: none).
+func collyRef(rows []CrawlRow) int {
+	return slices.IndexFunc(rows, func(r CrawlRow) bool { return r.Peer && r.Procs == 1 })
 }
 
 // perCore is what one Redis core could serve in a mode's crawls: its Redis

@@ -224,13 +224,19 @@ func checkTokens(ctx context.Context, rdb *redis.Client, prefix string, limit in
 // relateToTokens sets each row's VsTokens from the token list's row, if
 // there is one with grants.
 func relateToTokens(rows []HandoffRow) {
-	i := slices.IndexFunc(rows, func(r HandoffRow) bool { return r.Alg == AlgTokenList })
+	i := tokensRef(rows)
 	if i < 0 || rows[i].PerSec == 0 {
 		return
 	}
 	for j := range rows {
 		rows[j].VsTokens = rows[j].PerSec / rows[i].PerSec
 	}
+}
+
+// tokensRef is the index of the token list's row among rows, the reference
+// of VsTokens (-1: none).
+func tokensRef(rows []HandoffRow) int {
+	return slices.IndexFunc(rows, func(r HandoffRow) bool { return r.Alg == AlgTokenList })
 }
 
 // jain is Jain's fairness index of xs: (Σx)² / (n·Σx²).

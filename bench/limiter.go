@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -22,7 +23,7 @@ type LatencyRow struct {
 	TwoPingP50 time.Duration // two PINGs, measured interleaved with the pairs
 	Ratio      float64       // P50 / TwoPingP50
 	BackToBack time.Duration // p50 of two PINGs, pairs of them back-to-back in a tight loop after each block of pairs
-	RatioB2B   float64       // the median over the blocks of a block's p50 ÷ its back-to-back PINGs' p50
+	RatioB2B   float64       // the middle block's ratio: a block's p50 ÷ its back-to-back PINGs' p50
 	Judged     float64       // the higher of Ratio and RatioB2B, the stricter: what the goals judge
 	RoundTrips float64       // per pair, counted at the client
 	Commands   float64       // commands Redis ran per pair, those inside scripts included (INFO commandstats)
@@ -118,7 +119,7 @@ func uncontended(ctx context.Context, addr, alg, prefix string, n int) (LatencyR
 	row.RoundTrips = float64(m.RoundTrips()-pingTrips-1) / float64(n) // less the PINGs and CONFIG RESETSTAT
 	row.Commands = (calls - float64(pingTrips) - 1) / float64(n)      // likewise
 	row.Ratio = float64(row.P50) / float64(row.TwoPingP50)
-	row.RatioB2B = median(ratios)
+	row.RatioB2B = pct(ratios, 50)            // the middle block: there are 1 or 5
 	row.Judged = max(row.Ratio, row.RatioB2B) // the stricter: on this VM either baseline can be the faster
 	return row, nil
 }
@@ -127,20 +128,6 @@ func uncontended(ctx context.Context, addr, alg, prefix string, n int) (LatencyR
 // back-to-back PINGs, the uncontended figure takes (one when there are too
 // few pairs for ten a block).
 const uncontendedBlocks = 5
-
-// median is the middle of xs (the mean of the two middle ones for an even
-// count; 0 for none).
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
 
 // backToBack times n pairs of PINGs on rdb, each pair straight after the
 // last: the connection and both ends stay warm, unlike PINGs taken between
@@ -199,7 +186,9 @@ func commandStats(ctx context.Context, rdb *redis.Client) (calls, usec float64, 
 	return calls, usec, nil
 }
 
-func pct(ds []time.Duration, p int) time.Duration {
+// pct is the p-th percentile of ds: the element p % of the way along
+// them sorted (the middle one for p 50 and an odd count).
+func pct[T cmp.Ordered](ds []T, p int) T {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, len(s)*p/100)]

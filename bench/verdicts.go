@@ -43,10 +43,8 @@ func (r *Report) hotSiteVerdicts() []verdict {
 	var v []verdict
 	limit := r.HotSpec.Limit
 	tokens := stealUnknown
-	for _, x := range r.HotSite {
-		if x.Alg == AlgTokenList {
-			tokens = x.HostSteal
-		}
+	if i := tokensRef(r.HotSite); i >= 0 {
+		tokens = r.HotSite[i].HostSteal
 	}
 	for _, x := range r.HotSite {
 		ours := x.Alg == AlgLocked || x.Alg == AlgAtomic
@@ -69,22 +67,17 @@ func (r *Report) hotSiteVerdicts() []verdict {
 func (r *Report) crawlVerdicts() []verdict {
 	var v []verdict
 	colly := stealUnknown
-	for _, x := range r.Crawl {
-		if x.Peer && x.Procs == 1 {
-			colly = x.HostSteal
-		}
+	if i := collyRef(r.Crawl); i >= 0 {
+		colly = r.Crawl[i].HostSteal
 	}
 	for _, x := range r.Crawl {
 		if x.Peer {
 			continue
 		}
 		rate := vsColly(x.Procs)
-		got := fmt.Sprintf("%.3f×", x.VsColly)
+		got, crawl := fmt.Sprintf("%.3f×", x.VsColly), "its crawl"
 		if x.Runs > 1 {
 			got += fmt.Sprintf(" (median of %d)", x.Runs)
-		}
-		crawl := "its crawl"
-		if x.Runs > 1 {
 			crawl = "its median crawl"
 		}
 		got += hostNote(x.HostSteal, crawl, colly, "colly alone's")
