@@ -20,7 +20,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/polite-crawler/polite/bench"
-	"github.com/polite-crawler/polite/internal/redisinfo"
 	"github.com/polite-crawler/polite/internal/redistest"
 )
 
@@ -145,33 +144,13 @@ const replayAge = 12 * time.Second
 // uptime_in_seconds), saying so on w when it has to wait; a Redis whose
 // INFO has no uptime is taken as old enough.
 func awaitAge(ctx context.Context, rdb *redis.Client, age time.Duration, w io.Writer) error {
-	said := false
-	for {
-		ictx, cancel := context.WithTimeout(ctx, time.Minute) // a Redis under callgrind answers slowly
-		info, err := rdb.Info(ictx, "server").Result()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("the Redis's uptime: %w", err)
-		}
-		up, ok, err := redisinfo.Uptime(info)
-		if err != nil {
-			return fmt.Errorf("the Redis's uptime: %w", err)
-		}
-		if !ok || up >= age {
-			return nil
-		}
-		if !said {
-			fmt.Fprintf(w, "waiting until the Redis has been up %s (up %s): past the limiter's restart guard (--age)\n", age, up)
-			said = true
-		}
-		t := time.NewTimer(250 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
+	_, err := redistest.AwaitUptime(ctx, rdb, age, func(up time.Duration) {
+		fmt.Fprintf(w, "waiting until the Redis has been up %s (up %s): past the limiter's restart guard (--age)\n", age, up)
+	})
+	if err != nil {
+		return fmt.Errorf("the Redis's %w", err)
 	}
+	return nil
 }
 
 func readCapture(name string) (bench.ReplayCapture, error) {

@@ -202,22 +202,42 @@ func (s *Server) WaitUptime(d time.Duration) error {
 	defer cancel()
 	c := s.Client()
 	defer c.Close()
+	known, err := AwaitUptime(ctx, c, d, nil)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("redistest: uptime never reached %s: %w", d, err)
+	case err != nil:
+		return fmt.Errorf("redistest: %w", err)
+	case !known:
+		return fmt.Errorf("redistest: uptime never reached %s: INFO has no uptime_in_seconds", d)
+	}
+	return nil
+}
+
+// AwaitUptime waits until the Redis of c has been up d (INFO's
+// uptime_in_seconds), looking every 100 ms, and calls waiting (if not nil)
+// with the uptime it found the first time it has to wait. known is false
+// when INFO has no uptime (it returns at once); err is ctx's or Redis's.
+func AwaitUptime(ctx context.Context, c *redis.Client, d time.Duration, waiting func(up time.Duration)) (known bool, err error) {
 	for {
 		info, err := c.Info(ctx, "server").Result()
 		if err != nil {
-			return fmt.Errorf("redistest: uptime: %w", err)
+			return false, fmt.Errorf("uptime: %w", err)
 		}
 		up, ok, err := redisinfo.Uptime(info)
-		if err != nil {
-			return fmt.Errorf("redistest: %w", err)
+		if err != nil || !ok || up >= d {
+			return ok, err
 		}
-		if ok && up >= d {
-			return nil
+		if waiting != nil {
+			waiting(up)
+			waiting = nil
 		}
+		t := time.NewTimer(100 * time.Millisecond)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("redistest: uptime never reached %s: %w", d, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+			t.Stop()
+			return true, fmt.Errorf("uptime: %w", ctx.Err())
+		case <-t.C:
 		}
 	}
 }
