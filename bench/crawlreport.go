@@ -36,7 +36,32 @@ func (r *Report) crawlSection(p func(string, ...any)) {
 		for _, x := range pc {
 			parts = append(parts, fmt.Sprintf("**%.0f pages/s** in %s mode (1 s ÷ %s)", x.PagesSec, x.Mode, us(x.CPU)))
 		}
-		p("What one Redis core serves, from the Redis CPU per page measured above (all of that mode's crawls, weighted by pages): %s. With Redis Cluster it grows ×M masters, as long as sites spread over them: the frontier and the semaphores are both split by site.", strings.Join(parts, ", "))
+		p("What one Redis core serves at the crawls' own cost per page (all of that mode's crawls, weighted by pages): %s. With Redis Cluster it grows ×M masters, as long as sites spread over them: the frontier and the semaphores are both split by site.", strings.Join(parts, ", "))
+		p("")
+	}
+	r.busySection(p)
+}
+
+// busySection says what a busy Redis spends a page (Busy) and what a wake
+// costs this one (Wake).
+func (r *Report) busySection(p func(string, ...any)) {
+	var parts []string
+	for _, b := range r.Busy {
+		if b.CPU <= 0 {
+			continue
+		}
+		errs := ""
+		if b.Errors > 0 {
+			errs = fmt.Sprintf(", %d commands answered with an error as in the crawl, the first %q", b.Errors, b.FirstError)
+		}
+		parts = append(parts, fmt.Sprintf("%s mode **%s a page** (%.1f commands run a page, those in scripts included; %d pages%s): **%.0f pages/s** a core", b.Mode, us(b.CPU), b.Calls, b.Pages, errs, b.PagesSec()))
+	}
+	if len(parts) > 0 {
+		p("Those crawls run at 1,200 pages/s, and Redis sleeps between their pages (in `epoll_wait`) and pays for each wake besides the pages' commands. A busy Redis does not sleep between them: each crawler process's round trips carry the settlements that came while its earlier ones were on their way (up to 64), so the busier Redis is, the more pages a wake serves. What a busy Redis spends a page: one more crawl in each mode (1 process, the same sites), its commands captured with MONITOR and replayed in order against this Redis, %d to a round trip (about 14 pages'), as `crawler redis-replay` does, %d times (the median): %s. That is what one Redis core would serve once enough workers keep it busy, ×M masters on a Cluster (a replay, not a crawl: the workers that would keep a Redis core busy do not fit beside it on this machine).", busyDepth, busyReplays, strings.Join(parts, "; "))
+		p("")
+	}
+	if w := r.Wake; w != nil && w.One > 0 {
+		p("What a wake costs this Redis: a PING cost it **%s** of CPU from one client at a time, which Redis sleeps and wakes for, and **%s** from %d clients at once, whose PINGs a wake serves together. The difference is what a sleep and a wake cost Redis on this machine.", us(w.One), us(w.Many), w.Clients)
 		p("")
 	}
 }

@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -54,42 +52,20 @@ func ExampleParseMonitorLine() {
 	// false
 }
 
-// monitor captures what Redis at addr runs while do runs, as redis-cli
+// capture captures what Redis at addr runs while do runs, as redis-cli
 // monitor prints it.
-func monitor(t *testing.T, addr string, do func()) string {
+func capture(t *testing.T, addr string, do func()) string {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	m, err := startMonitor(context.Background(), addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(time.Minute))
-	r := bufio.NewReader(conn)
-	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
-		t.Fatalf("MONITOR: %q, %v", line, err)
-	}
 	do()
-	// The last command run is our marker: read up to it.
-	marker := redis.NewClient(&redis.Options{Addr: addr})
-	defer marker.Close()
-	if err := marker.Echo(context.Background(), "capture-end").Err(); err != nil {
+	b, err := m.stop(context.Background(), addr)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var b strings.Builder
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading MONITOR: %v", err)
-		}
-		line = strings.TrimSuffix(strings.TrimPrefix(line, "+"), "\r\n")
-		if strings.HasSuffix(line, `"echo" "capture-end"`) {
-			return b.String()
-		}
-		b.WriteString(line + "\n")
-	}
+	return b.String()
 }
 
 // A capture of real traffic (a script loaded by EVAL on its first call and
@@ -126,7 +102,7 @@ return n`)
 		t.Fatal(err)
 	}
 	binary := "q\"\\\n\r\t\x00\x02\xff é"
-	capture := monitor(t, from.Addr, func() {
+	capt := capture(t, from.Addr, func() {
 		for i := 0; i < 20; i++ {
 			if err := bump.Run(ctx, src, []string{"n", "h", "z"}, 3, fmt.Sprintf("f%d", i%7)).Err(); err != nil {
 				t.Fatal(err)
@@ -159,7 +135,7 @@ return n`)
 			t.Fatal("the orphan function ran on the captured Redis")
 		}
 	})
-	c, err := ReadCapture(strings.NewReader(capture))
+	c, err := ReadCapture(strings.NewReader(capt))
 	if err != nil {
 		t.Fatal(err)
 	}

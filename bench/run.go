@@ -43,6 +43,8 @@ type Report struct {
 	Footprint   *Footprint
 	Crawl       []CrawlRow // polite rows by processes and mode, then colly alone
 	CrawlSpec   CrawlSpec
+	Busy        []BusyRow // a crawl of each mode replayed back to back: what a busy Redis spends a page
+	Wake        *WakeCost // what a wake costs this Redis
 	Scale       []CrawlRow
 	Seen        *SeenRow
 	Cluster     []ClusterRow

@@ -52,16 +52,17 @@ type sizes struct {
 	scaleSites, scaleWorkers []int
 	scaleSecs                float64 // how long each scale crawl is sized to last
 	seenURLs, fragilePages   int
+	pings                    int // each way, for WakeCost
 }
 
 var (
 	fullSizes = sizes{pairs: 3000, tput: 5 * time.Second, hot: 12 * time.Second, hotRounds: 4, rounds: 5, crawlPages: 300, procs: []int{1, 2, 4},
 		collyProcs: []int{4}, runs: 3, scaleSites: []int{10, 100, 1000}, scaleWorkers: []int{1, 4, 16, 64}, scaleSecs: 4,
-		seenURLs: 100000, fragilePages: 200}
+		seenURLs: 100000, fragilePages: 200, pings: 4000}
 	// quickSizes are --quick's: under a minute, for CI smoke runs.
 	quickSizes = sizes{pairs: 300, tput: time.Second, hot: 2 * time.Second, rounds: 1, crawlPages: 25, procs: []int{1, 2},
 		runs: 1, scaleSites: []int{10, 100}, scaleWorkers: []int{1, 16}, scaleSecs: 0.5,
-		seenURLs: 5000, fragilePages: 60}
+		seenURLs: 5000, fragilePages: 60, pings: 500}
 )
 
 // runner is one Run: its options, the report it fills and its counts.
@@ -136,6 +137,23 @@ func (run *runner) crawl(ctx context.Context) (err error) {
 		r.Crawl = append(r.Crawl, row)
 	}
 	relateToColly(r.Crawl)
+	// The crawls' Redis CPU per page is paid at their own rate, Redis
+	// sleeping between pages: what a busy Redis spends, and what a wake
+	// costs (busy.go).
+	for _, mode := range crawlModes {
+		run.logf("crawl: polite %s, 1 process, its commands captured (MONITOR) and replayed back to back, %d to a round trip", mode, busyDepth)
+		b, err := s.busy(ctx, run.rdb, mode)
+		if err != nil {
+			return err
+		}
+		r.Busy = append(r.Busy, b)
+	}
+	run.logf("crawl: what a PING costs Redis from 1 client at a time and from %d at once", wakeClients)
+	w, err := wakeCost(ctx, s.RedisAddr, run.n.pings, wakeClients)
+	if err != nil {
+		return err
+	}
+	r.Wake = &w
 	return nil
 }
 

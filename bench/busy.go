@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A crawl's Redis CPU per page (CrawlRow.RedisCPU) is measured at the
+// crawl's own rate, 1,200 pages/s, where Redis is idle most of the time:
+// it sleeps in epoll_wait between pages and wakes for a page or two, and
+// every wake costs it CPU besides the page's commands (the system calls,
+// and on this VM far more: see WakeCost). A Redis that is busy does not
+// sleep between them: each crawler process's combiner (frontier) sends
+// the settlements that wait while its round trips are on their way as
+// one, so the busier Redis is the more pages each wake serves. What one
+// Redis core serves is that busy Redis's cost per page, which the bench
+// measures by replaying one crawl's commands back to back (BusyRow).
+
+// BusyRow is what one crawl's commands cost Redis, captured with MONITOR
+// and replayed in order against the bench's Redis, busyDepth to a round
+// trip.
+type BusyRow struct {
+	Mode       string
+	Pages      int64 // pages the captured crawl fetched
+	Commands   int   // commands it sent (replayed)
+	Depth      int   // commands a round trip in the replay
+	Errors     int   // replayed commands answered with an error (as in the crawl: a NOSCRIPT)
+	FirstError string
+	CPU        time.Duration // Redis CPU per page in the replay
+	Calls      float64       // commands Redis ran per page, those inside scripts included
+}
+
+// PagesSec is what one Redis core serves at the row's cost per page.
+func (b BusyRow) PagesSec() float64 {
+	if b.CPU <= 0 {
+		return 0
+	}
+	return float64(time.Second) / float64(b.CPU)
+}
+
+// busyDepth is the replay's commands a round trip: about 14 pages' (a
+// page is 3.6 commands sent), as when a busy Redis finds a process's
+// combined round trip of that many settlements waiting at each wake.
+const busyDepth = 50
+
+// busyReplays is how many times the capture is replayed, the median kept.
+const busyReplays = 3
+
+// maxCapture bounds a MONITOR capture in memory (a 6,000-page crawl's is
+// some 26 MB); past it the capture is cut and the row not measured.
+const maxCapture = 256 << 20
+
+// monitor records what the Redis at addr runs, in redis-cli monitor's
+// text, until stop.
+type monitor struct {
+	conn   net.Conn
+	marker string // the ECHO that stop sends: the capture ends with it
+	done   chan struct{}
+	buf    bytes.Buffer
+	err    error // the reader's
+	cut    bool  // past maxCapture
+}
+
+// startMonitor connects to addr and issues MONITOR; its reader goroutine
+// runs until it reads stop's marker, or stop closes the connection.
+func startMonitor(ctx context.Context, addr string) (*monitor, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("bench: monitor: %w", err)
+	}
+	r := bufio.NewReaderSize(conn, 1<<16)
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("bench: monitor: %w", err)
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		conn.Close()
+		return nil, fmt.Errorf("bench: monitor: reply %q: %v", strings.TrimSpace(line), err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	m := &monitor{conn: conn, marker: fmt.Sprintf("bench-capture-end-%d", time.Now().UnixNano()), done: make(chan struct{})}
+	end := fmt.Sprintf(`"echo" %q`, m.marker)
+	go func() {
+		defer close(m.done)
+		for {
+			line, err := r.ReadString('\n') // each a status reply, "+…\r\n"
+			if err != nil {
+				m.err = err
+				return
+			}
+			line = strings.TrimSuffix(strings.TrimPrefix(line, "+"), "\r\n")
+			if strings.HasSuffix(line, end) {
+				return
+			}
+			if m.buf.Len()+len(line)+1 > maxCapture {
+				m.cut = true
+				continue
+			}
+			m.buf.WriteString(line)
+			m.buf.WriteByte('\n')
+		}
+	}()
+	return m, nil
+}
+
+// stop ends the capture after everything Redis ran before it (it sends
+// its marker on a connection of its own and reads up to it, for up to
+// 30 s), and returns it.
+func (m *monitor) stop(ctx context.Context, addr string) (*bytes.Buffer, error) {
+	defer m.conn.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	if err := rdb.Echo(ctx, m.marker).Err(); err != nil {
+		return nil, fmt.Errorf("bench: monitor: %w", err)
+	}
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+		m.conn.Close()
+		<-m.done
+		return nil, errors.New("bench: monitor: no end marker in 30 s")
+	}
+	switch {
+	case m.err != nil:
+		return nil, fmt.Errorf("bench: monitor: %w", m.err)
+	case m.cut:
+		return nil, fmt.Errorf("bench: monitor: the capture passed %d MB", maxCapture>>20)
+	}
+	return &m.buf, nil
+}
+
+// busy crawls once in mode with one process while MONITOR captures what
+// Redis runs, then replays the capture against the bench's Redis (which
+// the replay FLUSHALLs: the crawl section's rows are measured by then).
+// The libraries are flushed before the crawl, so that the capture holds
+// their FUNCTION LOAD and the replay runs them.
+func (s CrawlSpec) busy(ctx context.Context, rdb *redis.Client, mode string) (BusyRow, error) {
+	row := BusyRow{Mode: mode, Depth: busyDepth}
+	if err := rdb.Do(ctx, "function", "flush").Err(); err != nil {
+		return row, fmt.Errorf("bench: busy: %w", err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		return row, fmt.Errorf("bench: busy: %w", err)
+	}
+	m, err := startMonitor(ctx, s.RedisAddr)
+	if err != nil {
+		return row, err
+	}
+	crawl, err := s.polite(ctx, "busy "+mode, mode, 1, s.workers())
+	text, merr := m.stop(ctx, s.RedisAddr)
+	if err = errors.Join(err, merr); err != nil {
+		return row, err
+	}
+	row.Pages = crawl.Pages
+	capt, err := ReadCapture(text)
+	if err != nil {
+		return row, err
+	}
+	if len(capt.Missing) > 0 {
+		return row, fmt.Errorf("bench: busy: the capture calls scripts it never loads: %s", strings.Join(capt.Missing, ", "))
+	}
+	// A replay takes under a second: a moment when this VM's host takes
+	// the CPU moves it; the median of busyReplays.
+	var cpus []time.Duration
+	for range busyReplays {
+		res, err := Replay(ctx, rdb, capt, busyDepth, nil)
+		if err != nil {
+			return row, err
+		}
+		cpus = append(cpus, res.CPU)
+		row.Commands, row.Errors, row.FirstError = res.Commands, res.Errors, res.FirstError
+		row.Calls = res.Calls
+	}
+	if row.Pages > 0 {
+		slices.Sort(cpus)
+		row.CPU = cpus[len(cpus)/2] / time.Duration(row.Pages)
+		row.Calls /= float64(row.Pages)
+	}
+	return row, nil
+}
+
+// WakeCost is the CPU a PING costs Redis from one client at a time, which
+// Redis sleeps and wakes for, against many clients at once, whose PINGs a
+// wake serves together: the difference is what a wake costs this Redis on
+// this machine.
+type WakeCost struct {
+	One, Many time.Duration // Redis CPU per PING
+	Clients   int           // Many's clients
+}
+
+// wakeClients is WakeCost's many clients.
+const wakeClients = 50
+
+// wakeCost measures WakeCost with n PINGs each way.
+func wakeCost(ctx context.Context, addr string, n, clients int) (WakeCost, error) {
+	w := WakeCost{Clients: clients}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: clients, MinIdleConns: clients})
+	defer rdb.Close()
+	// Every connection opened first, so that the dials are not counted.
+	var wg sync.WaitGroup
+	errs := make([]error, clients)
+	ping := func(per int) {
+		for i := range clients {
+			wg.Go(func() {
+				for range per {
+					if err := rdb.Ping(ctx).Err(); err != nil {
+						errs[i] = err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	ping(1)
+	if err := errors.Join(errs...); err != nil {
+		return w, fmt.Errorf("bench: wake cost: %w", err)
+	}
+	measure := func(pings int, f func()) (time.Duration, error) {
+		c0, err := redisCPU(ctx, rdb)
+		if err != nil {
+			return 0, err
+		}
+		f()
+		c1, err := redisCPU(ctx, rdb)
+		if err != nil {
+			return 0, err
+		}
+		return (c1 - c0) / time.Duration(pings), errors.Join(errs...)
+	}
+	var err error
+	if w.One, err = measure(n, func() {
+		for range n {
+			if e := rdb.Ping(ctx).Err(); e != nil {
+				errs[0] = e
+				return
+			}
+		}
+	}); err != nil {
+		return w, fmt.Errorf("bench: wake cost: %w", err)
+	}
+	per := max(1, n/clients)
+	if w.Many, err = measure(per*clients, func() { ping(per) }); err != nil {
+		return w, fmt.Errorf("bench: wake cost: %w", err)
+	}
+	return w, nil
+}
