@@ -117,7 +117,7 @@ func startMonitor(ctx context.Context, addr string) (*monitor, error) {
 
 // stop ends the capture after everything Redis ran before it (it sends
 // its marker on a connection of its own and reads up to it, for up to
-// 30 s), and returns it.
+// 30 s, or until ctx ends), and returns it.
 func (m *monitor) stop(ctx context.Context, addr string) (*bytes.Buffer, error) {
 	defer m.conn.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
@@ -125,9 +125,15 @@ func (m *monitor) stop(ctx context.Context, addr string) (*bytes.Buffer, error) 
 	if err := rdb.Echo(ctx, m.marker).Err(); err != nil {
 		return nil, fmt.Errorf("bench: monitor: %w", err)
 	}
+	t := time.NewTimer(30 * time.Second)
+	defer t.Stop()
 	select {
 	case <-m.done:
-	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+		m.conn.Close()
+		<-m.done
+		return nil, fmt.Errorf("bench: monitor: %w", ctx.Err())
+	case <-t.C:
 		m.conn.Close()
 		<-m.done
 		return nil, errors.New("bench: monitor: no end marker in 30 s")

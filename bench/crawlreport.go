@@ -52,9 +52,9 @@ func (r *Report) busySection(p func(string, ...any)) {
 		}
 		errs := ""
 		if b.Errors > 0 {
-			errs = fmt.Sprintf(", %d commands answered with an error as in the crawl, the first %q", b.Errors, b.FirstError)
+			errs = fmt.Sprintf(", %d answered with an error as in the crawl, the first %q", b.Errors, b.FirstError)
 		}
-		parts = append(parts, fmt.Sprintf("%s mode **%s a page** (%.1f commands run a page, those in scripts included; %d pages%s): **%.0f pages/s** a core", b.Mode, us(b.CPU), b.Calls, b.Pages, errs, b.PagesSec()))
+		parts = append(parts, fmt.Sprintf("%s mode **%s a page** (%.1f commands run a page, those in scripts included; %d pages, %d commands sent%s): **%.0f pages/s** a core", b.Mode, us(b.CPU), b.Calls, b.Pages, b.Commands, errs, b.PagesSec()))
 	}
 	if len(parts) > 0 {
 		p("Those crawls run at 1,200 pages/s, and Redis sleeps between their pages (in `epoll_wait`) and pays for each wake besides the pages' commands. A busy Redis does not sleep between them: each crawler process's round trips carry the settlements that came while its earlier ones were on their way (up to 64), so the busier Redis is, the more pages a wake serves. What a busy Redis spends a page: one more crawl in each mode (1 process, the same sites), its commands captured with MONITOR and replayed in order against this Redis, %d to a round trip (about 14 pages'), as `crawler redis-replay` does, %d times (the median): %s. That is what one Redis core would serve once enough workers keep it busy, ×M masters on a Cluster (a replay, not a crawl: the workers that would keep a Redis core busy do not fit beside it on this machine).", busyDepth, busyReplays, strings.Join(parts, "; "))
