@@ -111,13 +111,14 @@ func uncontended(ctx context.Context, addr, alg, prefix string, n int) (LatencyR
 		pingTrips += int64(2 * k)
 		ratios = append(ratios, float64(pct(ops[from:], 50))/float64(pct(tight, 50)))
 	}
+	trips := m.RoundTrips() // before commandCalls' INFO, which is no pair's
 	calls, err := commandCalls(ctx, rdb)
 	if err != nil {
 		return LatencyRow{}, err
 	}
 	row := LatencyRow{Alg: alg, P50: pct(ops, 50), P99: pct(ops, 99), TwoPingP50: pct(pings, 50), BackToBack: pct(b2b, 50)}
-	row.RoundTrips = float64(m.RoundTrips()-pingTrips-1) / float64(n) // less the PINGs and CONFIG RESETSTAT
-	row.Commands = (calls - float64(pingTrips) - 1) / float64(n)      // likewise
+	row.RoundTrips = float64(trips-pingTrips-1) / float64(n)     // less the PINGs and CONFIG RESETSTAT
+	row.Commands = (calls - float64(pingTrips) - 1) / float64(n) // likewise
 	row.Ratio = float64(row.P50) / float64(row.TwoPingP50)
 	row.RatioB2B = pct(ratios, 50)            // the middle block: there are 1 or 5
 	row.Judged = max(row.Ratio, row.RatioB2B) // the stricter: on this VM either baseline can be the faster
