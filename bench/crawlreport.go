@@ -36,7 +36,7 @@ func (r *Report) crawlSection(p func(string, ...any)) {
 		for _, x := range pc {
 			parts = append(parts, fmt.Sprintf("**%.0f pages/s** in %s mode (1 s ÷ %s)", x.PagesSec, x.Mode, us(x.CPU)))
 		}
-		p("What one Redis core serves at the crawls' own cost per page (all of that mode's crawls, weighted by pages): %s. With Redis Cluster it grows ×M masters, as long as sites spread over them: the frontier and the semaphores are both split by site.", strings.Join(parts, ", "))
+		p("What one Redis core serves at the crawls' own rate and cost per page (all of that mode's crawls, weighted by pages): %s. With Redis Cluster it grows ×M masters, as long as sites spread over them: the frontier and the semaphores are both split by site.", strings.Join(parts, ", "))
 		p("")
 	}
 	r.busySection(p)
@@ -47,21 +47,22 @@ func (r *Report) crawlSection(p func(string, ...any)) {
 func (r *Report) busySection(p func(string, ...any)) {
 	var parts []string
 	for _, b := range r.Busy {
-		if b.CPU <= 0 {
+		if b.CPU <= 0 || b.Pages <= 0 {
 			continue
 		}
 		errs := ""
 		if b.Errors > 0 {
 			errs = fmt.Sprintf(", %d answered with an error as in the crawl, the first %q", b.Errors, b.FirstError)
 		}
-		parts = append(parts, fmt.Sprintf("%s mode **%s a page** (%.1f commands run a page, those in scripts included; %d pages, %d commands sent%s): **%.0f pages/s** a core", b.Mode, us(b.CPU), b.Calls, b.Pages, b.Commands, errs, b.PagesSec()))
+		parts = append(parts, fmt.Sprintf("%s mode **%s a page** (%d pages, %.1f commands sent a page, so a round trip carried %.0f pages'; %.1f commands run a page, those in scripts included%s; the host took %s of the CPU over its replays): at most **%.0f pages/s** a core",
+			b.Mode, us(b.CPU), b.Pages, float64(b.Commands)/float64(b.Pages), float64(b.Depth)*float64(b.Pages)/float64(max(1, b.Commands)), b.Calls, errs, hostTook(b.HostSteal), b.PagesSec()))
 	}
 	if len(parts) > 0 {
-		p("Those crawls run at 1,200 pages/s, and Redis sleeps between their pages (in `epoll_wait`) and pays for each wake besides the pages' commands. A busy Redis does not sleep between them: each crawler process's round trips carry the settlements that came while its earlier ones were on their way (up to 64), so the busier Redis is, the more pages a wake serves. What a busy Redis spends a page: one more crawl in each mode (1 process, the same sites), its commands captured with MONITOR and replayed in order against this Redis, %d to a round trip (about 14 pages'), as `crawler redis-replay` does, %d times (the median): %s. That is what one Redis core would serve once enough workers keep it busy, ×M masters on a Cluster (a replay, not a crawl: the workers that would keep a Redis core busy do not fit beside it on this machine).", busyDepth, busyReplays, strings.Join(parts, "; "))
+		p("Those crawls' Redis sleeps between their pages (in `epoll_wait`) and pays for each wake besides the pages' commands. A busy Redis sleeps less: each crawler process's round trips carry the settlements that came while its earlier ones were on their way, so the busier Redis is, the more pages a wake serves. What a busy Redis spends a page, at least: one more crawl in each mode (1 process, the same sites), its commands captured with MONITOR and replayed in order against this Redis, %d to a round trip on one connection, as `crawler redis-replay` does, %d times (the least kept: a low bound): %s. A low bound on the cost, so a high bound on a core's pages/s (×M masters on a Cluster): a busy Redis serving many processes reads and writes each one's round trips, where the replay has one connection, and the replay runs the crawl's seconds in under one, so what depends on time in the scripts (a lease or a park running out) can go another way. It is a replay, not a crawl: the workers that would keep a Redis core busy do not fit beside it on this machine.", busyDepth, busyReplays, strings.Join(parts, "; "))
 		p("")
 	}
 	if w := r.Wake; w != nil && w.One > 0 {
-		p("What a wake costs this Redis: a PING cost it **%s** of CPU from one client at a time, which Redis sleeps and wakes for, and **%s** from %d clients at once, whose PINGs a wake serves together. The difference is what a sleep and a wake cost Redis on this machine.", us(w.One), us(w.Many), w.Clients)
+		p("What a wake costs this Redis: a PING cost it **%s** of CPU from one client at a time, which Redis sleeps and wakes for, and **%s** from %d clients at once, whose PINGs a wake serves together: a sleep and a wake cost it at least the difference, **%s** (at least: the %d clients still let it sleep now and then).", us(w.One), us(w.Many), w.Clients, us(w.Wake()), w.Clients)
 		p("")
 	}
 }

@@ -60,7 +60,14 @@ func capture(t *testing.T, addr string, do func()) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopped := false
+	t.Cleanup(func() { // do failed: its reader still runs
+		if !stopped {
+			m.stop(context.Background(), addr)
+		}
+	})
 	do()
+	stopped = true
 	b, err := m.stop(context.Background(), addr)
 	if err != nil {
 		t.Fatal(err)

@@ -45,14 +45,16 @@ func (r *Report) crawlSummary(w io.Writer) {
 		fmt.Fprintf(w, "  crawl       %-32s %4.0f%% of ideal, %.3f× colly alone%s, most at once %d (cap %d)\n", x.Name, 100*x.Util, x.VsColly, cost, x.MaxAtOnce, x.Cap)
 	}
 	for _, x := range perCoreByMode(r.Crawl) {
-		fmt.Fprintf(w, "  redis core  %-28s %s Redis CPU per page: one Redis core serves %.0f pages/s (×M masters, as long as sites spread over them)\n",
+		fmt.Fprintf(w, "  redis core  %-28s %s Redis CPU per page at the crawls' rate: one Redis core serves %.0f pages/s (×M masters, as long as sites spread over them)\n",
 			"polite "+x.Mode, x.CPU.Round(time.Microsecond), x.PagesSec)
 	}
 	for _, x := range r.Busy {
-		fmt.Fprintf(w, "  redis busy  %-28s %s Redis CPU per page replayed back to back (%d to a round trip): a busy Redis core serves %.0f pages/s\n",
-			"polite "+x.Mode, x.CPU.Round(time.Microsecond), x.Depth, x.PagesSec())
+		if x.CPU > 0 {
+			fmt.Fprintf(w, "  redis busy  %-28s %s Redis CPU per page replayed back to back (%d to a round trip): a busy Redis core serves at most %.0f pages/s\n",
+				"polite "+x.Mode, x.CPU.Round(time.Microsecond), x.Depth, x.PagesSec())
+		}
 	}
-	if x := r.Wake; x != nil {
+	if x := r.Wake; x != nil && x.One > 0 {
 		fmt.Fprintf(w, "  redis wake  a PING costs Redis %s of CPU from 1 client at a time, %s from %d at once\n", x.One.Round(time.Microsecond), x.Many.Round(time.Microsecond), x.Clients)
 	}
 	for _, x := range r.Scale {

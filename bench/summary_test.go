@@ -23,7 +23,7 @@ func TestSummary(t *testing.T) {
 		"  anchor      token list (BLPOP/RPUSH)       1000 grants/s = 1.000× token list,",
 		"  hot site    polite atomic                   990 grants/s",
 		"most at once 2 (cap 3)\n",
-		"  redis core  polite atomic                50µs Redis CPU per page: one Redis core serves 20000 pages/s",
+		"  redis core  polite atomic                50µs Redis CPU per page at the crawls' rate: one Redis core serves 20000 pages/s",
 		"  fragile     adaptive true  4 processes   0.0 pages/s, 0 503s, p95 0 ms, effective cap 2, most at once 2 (cap 3)\n",
 		"  robots      f: 1ms per check (goal ≤ 5ms)\n",
 	} {
