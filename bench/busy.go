@@ -33,15 +33,17 @@ import (
 // and replayed in order against the bench's Redis, busyDepth to a round
 // trip.
 type BusyRow struct {
-	Mode       string
-	Pages      int64 // pages the captured crawl fetched
-	Commands   int   // commands it sent (replayed)
-	Depth      int   // commands a round trip in the replay
-	Errors     int   // replayed commands answered with an error (as in the crawl: a NOSCRIPT)
-	FirstError string
-	CPU        time.Duration // Redis CPU per page in the replay (the least of busyReplays)
-	HostSteal  float64       // the share of the machine's CPU its host took over the replays (-1: unknown)
-	Calls      float64       // commands Redis ran per page, those inside scripts included
+	Mode        string
+	Pages       int64 // pages the captured crawl fetched
+	Commands    int   // commands it sent (replayed)
+	Depth       int   // commands a round trip in the replay
+	Errors      int   // replayed commands answered with an error (as in the crawl: a NOSCRIPT)
+	FirstError  string
+	Crawl       CrawlRow      // the captured crawl, as the sites saw it (its pages, its safety)
+	NotMeasured string        // why the figure is missing (MONITOR or FUNCTION FLUSH refused, the crawl failed), or ""
+	CPU         time.Duration // Redis CPU per page in the replay (the least of busyReplays)
+	HostSteal   float64       // the share of the machine's CPU its host took over the replays (-1: unknown)
+	Calls       float64       // commands Redis ran per page, those inside scripts included
 }
 
 // PagesSec is what one Redis core serves at the row's cost per page.
@@ -176,12 +178,13 @@ func (s CrawlSpec) busy(ctx context.Context, rdb *redis.Client, mode string) (Bu
 	if err != nil {
 		return row, err
 	}
-	crawl, err := s.polite(ctx, "busy "+mode, mode, 1, s.workers()) // a failed crawl's row says so; the monitor stops first
+	crawl, err := s.polite(ctx, "busy "+mode, mode, 1, s.workers()) // the monitor stops first
 	text, merr := m.stop(ctx, s.RedisAddr)
 	if err = errors.Join(err, merr); err != nil {
 		return row, err
 	}
-	row.Pages = crawl.Pages
+	crawl.Mode = mode
+	row.Crawl, row.Pages = crawl, crawl.Pages
 	capt, err := ReadCapture(text)
 	if err != nil {
 		return row, err

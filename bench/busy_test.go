@@ -105,4 +105,17 @@ func TestMonitor(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("the reader still runs after stop")
 	}
+
+	// A Redis that refuses MONITOR (a managed one may): an error saying
+	// so, before any crawl (the spec has no crawler to start).
+	if err := rdb.Do(ctx, "acl", "setuser", "default", "-monitor").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := startMonitor(ctx, srv.Addr); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Errorf("MONITOR refused: %v, want Redis's NOPERM", err)
+	}
+	row, err := CrawlSpec{RedisAddr: srv.Addr}.busy(ctx, rdb, "atomic")
+	if err == nil || !strings.Contains(err.Error(), "NOPERM") || row.Pages != 0 || row.CPU != 0 {
+		t.Errorf("busy on a Redis refusing MONITOR: %+v, %v; want no figure and its error", row, err)
+	}
 }

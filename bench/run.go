@@ -56,7 +56,8 @@ type Report struct {
 
 // SafetyHeld reports whether our limiter kept every cap: at the hot site's
 // counting server (the token list, our anchor, too) and at every test site
-// of every polite crawl, where no site may have seen a violation either
+// of every polite crawl (the busy Redis's captured crawls too), where no
+// site may have seen a violation either
 // (testserver.SiteStats.Violation).
 func (r *Report) SafetyHeld() bool {
 	for _, h := range r.HotSite {
@@ -67,6 +68,9 @@ func (r *Report) SafetyHeld() bool {
 	crawls := slices.Concat(r.Crawl, r.Scale, r.Healthy)
 	for _, c := range r.Cluster {
 		crawls = append(crawls, c.CrawlRow)
+	}
+	for _, b := range r.Busy {
+		crawls = append(crawls, b.Crawl)
 	}
 	for _, c := range crawls {
 		if !c.Peer && (!c.keptCap() || c.Disallowed > 0 || c.Impolite > 0) {

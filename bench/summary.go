@@ -49,6 +49,9 @@ func (r *Report) crawlSummary(w io.Writer) {
 			"polite "+x.Mode, x.CPU.Round(time.Microsecond), x.PagesSec)
 	}
 	for _, x := range r.Busy {
+		if x.NotMeasured != "" {
+			fmt.Fprintf(w, "  redis busy  %-28s not measured: %s\n", "polite "+x.Mode, x.NotMeasured)
+		}
 		if x.CPU > 0 {
 			fmt.Fprintf(w, "  redis busy  %-28s %s Redis CPU per page replayed back to back (%d to a round trip): a busy Redis core serves at most %.0f pages/s\n",
 				"polite "+x.Mode, x.CPU.Round(time.Microsecond), x.Depth, x.PagesSec())
