@@ -21,7 +21,7 @@ type Options struct {
 	Quick     bool      // under a minute: small counts, for CI smoke runs
 	Only      []string  // sections to run (default all)
 	Exe       string    // the crawler binary (worker processes run it)
-	RedisAddr string    // a redis-server of the run's own: it is flushed and its stats reset
+	RedisAddr string    // a redis-server of the run's own: it is flushed (its data, scripts and functions), MONITORed and its stats reset
 	UserAgent string    // for the crawls (default "politebot/0.1")
 	Command   string    // how the run was started, for the report
 	Log       io.Writer // a line per step as the run goes, "bench: …" (default: discarded)

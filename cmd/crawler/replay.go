@@ -61,7 +61,7 @@ func runRedisReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 	capture := fs.String("capture", "", "MONITOR capture of a crawl (redis-cli monitor's output; - for stdin)")
 	pages := fs.Int("pages", 0, "pages the captured crawl fetched, for figures per page (0: none)")
 	depth := fs.Int("depth", 50, "commands sent per round trip (1: one at a time)")
-	redisAddr := fs.String("redis", "", "host:port (or redis://host:port) of a redis-server of the replay's own (it is FLUSHALLed); default: start a private one")
+	redisAddr := fs.String("redis", "", "host:port (or redis://host:port) of a redis-server of the replay's own (it is FLUSHALLed, its scripts and functions flushed); default: start a private one")
 	grind := fs.Bool("callgrind", false, "run the private redis-server under valgrind's callgrind and report the instructions it ran for the replay (needs valgrind; slow: about 50× the replay)")
 	grindOut := fs.String("callgrind-out", "", "with --callgrind, keep callgrind's profile in this file (for callgrind_annotate)")
 	age := fs.Duration("age", replayAge, "replay only once the Redis has been up this long: the limiter's restart guard refuses new sites' permits on a Redis younger than a lease plus the crawl delay and a second (11 s with the defaults), and a replay run inside it measures the refusals, not the crawl (0: do not wait)")
