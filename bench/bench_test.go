@@ -165,7 +165,7 @@ func TestReportWrite(t *testing.T) {
 		Crawl: []CrawlRow{{Name: "polite atomic, 1 process(es)", Mode: "atomic", Procs: 1, Cap: 3, Util: 0.9, VsColly: 0.98, RoundTrips: 1.9, Pages: 100, RedisCPU: 50 * time.Microsecond, HostSteal: 0.05},
 			{Name: "colly <alone> & co", Peer: true, Procs: 1, Cap: 3}},
 		Scale: []CrawlRow{{Name: "10 sites, 1 × 32 workers", RoundTrips: 8}},
-		Busy:  []BusyRow{{Mode: "locked", NotMeasured: "bench: monitor: Redis replied \"-NOPERM\""}, {Mode: "atomic", Pages: 100, Commands: 360, Depth: busyDepth, CPU: 40 * time.Microsecond, Calls: 26.5, HostSteal: 0.03, Crawl: CrawlRow{Cap: 3, MaxAtOnce: 3}}},
+		Busy:  []BusyRow{{Mode: "locked", NotMeasured: "bench: monitor: Redis replied \"-NOPERM\""}, {Mode: "atomic", Commands: 360, Depth: busyDepth, CPU: 40 * time.Microsecond, Calls: 26.5, HostSteal: 0.03, Crawl: CrawlRow{Pages: 100, Cap: 3, MaxAtOnce: 3}}},
 		Wake:  &WakeCost{One: 33 * time.Microsecond, Many: 5 * time.Microsecond, Clients: 50},
 	}
 	dir := t.TempDir()

@@ -34,10 +34,9 @@ import (
 // trip.
 type BusyRow struct {
 	Mode        string
-	Pages       int64 // pages the captured crawl fetched
-	Commands    int   // commands it sent (replayed)
-	Depth       int   // commands a round trip in the replay
-	Errors      int   // replayed commands answered with an error (as in the crawl: a NOSCRIPT)
+	Commands    int // commands the captured crawl sent (replayed)
+	Depth       int // commands a round trip in the replay
+	Errors      int // replayed commands answered with an error (as in the crawl: a NOSCRIPT)
 	FirstError  string
 	Crawl       CrawlRow      // the captured crawl, as the sites saw it (its pages, its safety)
 	NotMeasured string        // why the figure is missing (MONITOR or FUNCTION FLUSH refused, the crawl failed), or ""
@@ -55,7 +54,7 @@ func (b BusyRow) PagesSec() float64 {
 }
 
 // busyDepth is the replay's commands a round trip: some pages' (BusyRow's
-// Commands ÷ Pages says how many a page), as when a busy Redis finds a
+// Commands ÷ its crawl's Pages says how many a page), as when a busy Redis finds a
 // process's combined round trip of that many settlements waiting at
 // each wake.
 const busyDepth = 50
@@ -184,7 +183,7 @@ func (s CrawlSpec) busy(ctx context.Context, rdb *redis.Client, mode string) (Bu
 		return row, err
 	}
 	crawl.Mode = mode
-	row.Crawl, row.Pages = crawl, crawl.Pages
+	row.Crawl = crawl
 	capt, err := ReadCapture(text)
 	if err != nil {
 		return row, err
@@ -210,9 +209,9 @@ func (s CrawlSpec) busy(ctx context.Context, rdb *redis.Client, mode string) (Bu
 		row.Calls = res.Calls
 	}
 	row.HostSteal = machineCPU().stealSince(t0)
-	if row.Pages > 0 {
-		row.CPU = slices.Min(cpus) / time.Duration(row.Pages)
-		row.Calls /= float64(row.Pages)
+	if pages := crawl.Pages; pages > 0 {
+		row.CPU = slices.Min(cpus) / time.Duration(pages)
+		row.Calls /= float64(pages)
 	}
 	return row, nil
 }

@@ -115,7 +115,7 @@ func TestMonitor(t *testing.T) {
 		t.Errorf("MONITOR refused: %v, want Redis's NOPERM", err)
 	}
 	row, err := CrawlSpec{RedisAddr: srv.Addr}.busy(ctx, rdb, "atomic")
-	if err == nil || !strings.Contains(err.Error(), "NOPERM") || row.Pages != 0 || row.CPU != 0 {
+	if err == nil || !strings.Contains(err.Error(), "NOPERM") || row.Crawl.Pages != 0 || row.CPU != 0 {
 		t.Errorf("busy on a Redis refusing MONITOR: %+v, %v; want no figure and its error", row, err)
 	}
 }

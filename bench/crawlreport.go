@@ -52,7 +52,8 @@ func (r *Report) busySection(p func(string, ...any)) {
 			p("")
 			continue
 		}
-		if b.CPU <= 0 || b.Pages <= 0 {
+		pages := b.Crawl.Pages
+		if b.CPU <= 0 || pages <= 0 {
 			continue
 		}
 		errs := ""
@@ -60,7 +61,7 @@ func (r *Report) busySection(p func(string, ...any)) {
 			errs = fmt.Sprintf(", %d answered with an error as in the crawl, the first %q", b.Errors, b.FirstError)
 		}
 		parts = append(parts, fmt.Sprintf("%s mode **%s a page** (%d pages, %.1f commands sent a page, so a round trip carried %.0f pages'; %.1f commands run a page, those in scripts included%s; the host took %s of the CPU over its replays; its sites saw at most %d at once, cap %d): at most **%.0f pages/s** a core",
-			b.Mode, us(b.CPU), b.Pages, float64(b.Commands)/float64(b.Pages), float64(b.Depth)*float64(b.Pages)/float64(max(1, b.Commands)), b.Calls, errs, hostTook(b.HostSteal), b.Crawl.MaxAtOnce, b.Crawl.Cap, b.PagesSec()))
+			b.Mode, us(b.CPU), pages, float64(b.Commands)/float64(pages), float64(b.Depth)*float64(pages)/float64(max(1, b.Commands)), b.Calls, errs, hostTook(b.HostSteal), b.Crawl.MaxAtOnce, b.Crawl.Cap, b.PagesSec()))
 	}
 	if len(parts) > 0 {
 		p("Those crawls' Redis sleeps between their pages (in `epoll_wait`) and pays for each wake besides the pages' commands. A busy Redis sleeps less: each crawler process's round trips carry the settlements that came while its earlier ones were on their way, so the busier Redis is, the more pages a wake serves. What a busy Redis spends a page, at least: one more crawl in each mode (1 process, the same sites), its commands captured with MONITOR and replayed in order against this Redis, %d to a round trip on one connection, as `crawler redis-replay` does, %d times (the least kept: a low bound): %s. A low bound on the cost, so a high bound on a core's pages/s (×M masters on a Cluster): a busy Redis serving many processes reads and writes each one's round trips, where the replay has one connection, and the replay runs the crawl's seconds in under one, so what depends on time in the scripts (a lease or a park running out) can go another way. It is a replay, not a crawl: the workers that would keep a Redis core busy do not fit beside it on this machine.", busyDepth, busyReplays, strings.Join(parts, "; "))
