@@ -29,6 +29,8 @@ type HandoffRow struct {
 	PctOfHolds   float64       // PerSec / (limit / Hold): share of slot time used
 	Jain         float64       // fairness of grants across all waiters (1 = equal)
 	VsTokens     float64       // PerSec ÷ the token list's grants/s in the same run (0 when it did not run)
+	Gap          time.Duration // slot time a grant spent outside its request: Limit ÷ PerSec − Hold (0: none to tell)
+	ReleaseP50   time.Duration // median time of the holder's release call (0: not measured)
 	MaxAtOnce    int64         // most requests in flight at the server
 	OverCapStart int64         // requests that started with limit already in flight
 	HostSteal    float64       // share of the machine's CPU time the VM's host took during its turns (steal)
@@ -190,6 +192,15 @@ func (spec HotSiteSpec) handoffRow(alg string, turns []hotTurn) HandoffRow {
 		row.MaxAtOnce = max(row.MaxAtOnce, t.maxAtOnce)
 		row.OverCapStart += t.overCapStart
 	}
+	var releases []int64
+	for _, t := range turns {
+		for _, r := range t.results {
+			releases = append(releases, r.Releases...)
+		}
+	}
+	if len(releases) > 0 {
+		row.ReleaseP50 = time.Duration(pct(releases, 50))
+	}
 	row.Grants, row.Jain = total, jain(grants)
 	row.HostSteal = stealUnknown
 	if cpuAll > 0 {
@@ -200,6 +211,11 @@ func (spec HotSiteSpec) handoffRow(alg string, turns []hotTurn) HandoffRow {
 		row.Hold = time.Duration(holdNs / total)
 		row.PctNominal = 100 * row.PerSec * spec.Hold.Seconds() / float64(spec.Limit)
 		row.PctOfHolds = 100 * row.PerSec * row.Hold.Seconds() / float64(spec.Limit)
+		// A row that let the site see more than Limit at once (an unsafe
+		// semaphore) has no slots to tell a gap of.
+		if cycle := time.Duration(float64(spec.Limit) / row.PerSec * float64(time.Second)); cycle > row.Hold && row.MaxAtOnce <= int64(spec.Limit) {
+			row.Gap = cycle - row.Hold
+		}
 	}
 	return row
 }
@@ -256,7 +272,14 @@ type workerResult struct {
 	Grants  []int64 `json:"grants"`
 	HoldNs  int64   `json:"hold_ns"`
 	Seconds float64 `json:"seconds"`
+	// Releases are the release calls' times in ns, up to maxReleaseTimes
+	// a worker (its waiters' first ones).
+	Releases []int64 `json:"releases_ns,omitempty"`
 }
+
+// maxReleaseTimes bounds the release times a worker reports: a 3 s turn
+// has some 700 grants a process.
+const maxReleaseTimes = 50_000
 
 // Worker is one hot-site process (crawler bench-worker): from start (at
 // once if it has passed), waiters goroutines each take a permit of alg,
@@ -285,6 +308,8 @@ func Worker(ctx context.Context, redisAddr, alg, prefix, url string, waiters, li
 	defer cancel()
 	res := workerResult{Grants: make([]int64, waiters)}
 	var holdNs atomic.Int64
+	releases := make([][]int64, waiters) // each waiter's own: no lock on the way
+	perWaiter := maxReleaseTimes / max(waiters, 1)
 	var wg sync.WaitGroup
 	start = time.Now()
 	for w := 0; w < waiters; w++ {
@@ -301,13 +326,20 @@ func Worker(ctx context.Context, redisAddr, alg, prefix, url string, waiters, li
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 				}
-				holdNs.Add(int64(time.Since(t0)))
+				t1 := time.Now()
+				holdNs.Add(int64(t1.Sub(t0)))
 				rel()
+				if len(releases[w]) < perWaiter {
+					releases[w] = append(releases[w], int64(time.Since(t1)))
+				}
 				res.Grants[w]++
 			}
 		}()
 	}
 	wg.Wait()
 	res.HoldNs, res.Seconds = holdNs.Load(), time.Since(start).Seconds()
+	for _, r := range releases {
+		res.Releases = append(res.Releases, r...)
+	}
 	return json.NewEncoder(out).Encode(res)
 }

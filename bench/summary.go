@@ -28,8 +28,8 @@ func (r *Report) limiterSummary(w io.Writer) {
 		if x.Alg == AlgTokenList {
 			label = "anchor"
 		}
-		fmt.Fprintf(w, "  %-11s %-28s %6.0f grants/s = %.3f× token list, %5.1f%% of slot time, fairness %.3f, most at once %d (cap %d)\n",
-			label, x.Alg, x.PerSec, x.VsTokens, x.PctOfHolds, x.Jain, x.MaxAtOnce, r.HotSpec.Limit)
+		fmt.Fprintf(w, "  %-11s %-28s %6.0f grants/s = %.3f× token list, %5.1f%% of slot time, gap %s, release p50 %s, fairness %.3f, most at once %d (cap %d)\n",
+			label, x.Alg, x.PerSec, x.VsTokens, x.PctOfHolds, usOrDash(x.Gap), usOrDash(x.ReleaseP50), x.Jain, x.MaxAtOnce, r.HotSpec.Limit)
 	}
 	for _, x := range r.Throughput {
 		fmt.Fprintf(w, "  throughput  %-28s %6.0f/s = %.2f× the book's lock-guarded\n", x.Alg, x.PerSec, x.VsBook)

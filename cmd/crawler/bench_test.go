@@ -48,6 +48,12 @@ func TestBenchQuick(t *testing.T) {
 	if seen["hot site"] != 4 || seen["crawl"] != 5 || seen["scale"] != 4 || seen["cluster"] != 2 || seen["fragile"] != 2 || seen["healthy"] != 2 {
 		t.Errorf("summary lines per section %v, want 4 hot site, 5 crawl, 4 scale, 2 cluster, 2 fragile, 2 healthy:\n%s", seen, stdout)
 	}
+	// Every hot-site row's release was timed by its workers (the unsafe
+	// book's row may have no gap to tell).
+	release := regexp.MustCompile(`(?m)^\s+(hot site|anchor)\s+.*, gap (–|[\d.]+ (µs|ms)), release p50 [1-9][\d.]* (µs|ms), `)
+	if m := release.FindAllString(string(stdout), -1); len(m) != 5 {
+		t.Errorf("hot-site lines with a release time: %q, want 5:\n%s", m, stdout)
+	}
 	// What a busy Redis spends a page, in each mode, and what a wake costs
 	// it: figures measured, so only their presence and sign are checked.
 	busy := regexp.MustCompile(`(?m)^\s+redis busy\s+polite (locked|atomic)\s+[\d.]+(µs|ms) Redis CPU per page replayed back to back \(50 to a round trip\): a busy Redis core serves at most [1-9]\d* pages/s$`)
