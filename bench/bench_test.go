@@ -76,8 +76,47 @@ func TestBusySince(t *testing.T) {
 	if got, st := t0.busySince(t0), t0.stealSince(t0); got != 0 || st != stealUnknown {
 		t.Errorf("no time passed: busy %v, steal %v (want 0 and unknown)", got, st)
 	}
-	if m := machineCPU(); m.total <= 0 || m.busy > m.total || m.steal < 0 || m.steal > m.busy {
+	if m := machineCPU(); m.total <= 0 || m.busy > m.total || m.steal < 0 || m.steal > m.busy || m.ctxt <= 0 || m.cores < 1 || m.at.IsZero() {
 		t.Errorf("/proc/stat read as %+v", m)
+	}
+}
+
+// What a machine spent: its busy share less the host's steal, times its
+// CPUs and the wall time, and its context switches; nothing when
+// /proc/stat could not tell.
+func TestMachineSpent(t *testing.T) {
+	at := time.Now()
+	t0 := cpuTimes{busy: 100, steal: 10, total: 400, ctxt: 1000, cores: 2, at: at}
+	t1 := cpuTimes{busy: 260, steal: 20, total: 600, ctxt: 3000, cores: 2, at: at.Add(time.Second)}
+	// Busy 160 of 200 ticks, 10 of them the host's: 0.75 of 2 CPUs for 1 s.
+	if cpu, sw, ok := t1.spent(t0); cpu != 1500*time.Millisecond || sw != 2000 || !ok {
+		t.Errorf("spent = %s, %v switches, %v; want 1.5s, 2000, true", cpu, sw, ok)
+	}
+	for name, c := range map[string]struct{ t0, t1 cpuTimes }{
+		"unreadable":      {cpuTimes{}, cpuTimes{}},
+		"no time elapsed": {t0, t0},
+	} {
+		if cpu, sw, ok := c.t1.spent(c.t0); cpu != 0 || sw != 0 || ok {
+			t.Errorf("%s: %s, %v switches, %v; want none", name, cpu, sw, ok)
+		}
+	}
+	// A row adds up its turns, a turn without grants too, over all their
+	// grants, and is unknown (0) when a turn could not tell.
+	spec := HotSiteSpec{Limit: 3, Hold: 2 * time.Millisecond}
+	t2 := cpuTimes{busy: 420, steal: 20, total: 800, ctxt: 4000, cores: 2, at: at.Add(2 * time.Second)}
+	t3 := cpuTimes{busy: 580, steal: 20, total: 1000, ctxt: 4500, cores: 2, at: at.Add(3 * time.Second)}
+	turns := []hotTurn{
+		{results: []workerResult{{Grants: []int64{60, 40}, Seconds: 1}}, cpu0: t0, cpu1: t1}, // 1.5 s, 2000 switches
+		{results: []workerResult{{Grants: []int64{300}, Seconds: 1}}, cpu0: t1, cpu1: t2},    // 1.6 s, 1000
+		{results: []workerResult{{Grants: []int64{0}, Seconds: 1}}, cpu0: t2, cpu1: t3},      // none granted: 1.6 s, 500
+	}
+	row := spec.handoffRow(AlgAtomic, turns)
+	if want := (1500*time.Millisecond + 3200*time.Millisecond) / 400; row.MachineCPU != want || math.Abs(row.Switches-3500.0/400) > 1e-9 {
+		t.Errorf("row: %s, %v switches a grant; want %s, %v", row.MachineCPU, row.Switches, want, 3500.0/400)
+	}
+	turns[1].cpu1 = cpuTimes{}
+	if row := spec.handoffRow(AlgAtomic, turns); row.MachineCPU != 0 || row.Switches != 0 {
+		t.Errorf("a turn without CPU times: %s, %v switches; want unknown (0)", row.MachineCPU, row.Switches)
 	}
 }
 
@@ -158,7 +197,8 @@ func TestReportWrite(t *testing.T) {
 			BackToBack: 80 * time.Microsecond, RatioB2B: 1.75, Judged: 1.75, RoundTrips: 2}},
 		Throughput: []ThroughputRow{{Alg: AlgPing, PerSec: 50000}, {Alg: AlgAtomic, PerSec: 17000, VsBook: 2.8}, {Alg: AlgBookLocked, PerSec: 6000, VsBook: 1}},
 		HotSpec:    HotSiteSpec{Procs: 4, WaitersPerProc: 8, Limit: 3, Hold: 2 * time.Millisecond, Duration: time.Second},
-		HotSite: []HandoffRow{{Alg: AlgTokenList, PerSec: 1000, VsTokens: 1, Jain: 1, MaxAtOnce: 3}, {Alg: AlgAtomic, PerSec: 980, VsTokens: 0.98, Jain: 0.99, MaxAtOnce: 3, Gap: 450 * time.Microsecond, ReleaseP50: 380 * time.Microsecond},
+		HotSite: []HandoffRow{{Alg: AlgTokenList, PerSec: 1000, VsTokens: 1, Jain: 1, MaxAtOnce: 3}, {Alg: AlgAtomic, PerSec: 980, VsTokens: 0.98, Jain: 0.99, MaxAtOnce: 3, Gap: 450 * time.Microsecond, ReleaseP50: 380 * time.Microsecond,
+			MachineCPU: 1200 * time.Microsecond, Switches: 31.25},
 			{Alg: AlgLocked, PerSec: 960, VsTokens: 0.96, Jain: 0.99, MaxAtOnce: 3, HostSteal: 0.034}, {Alg: AlgBookFair, MaxAtOnce: 9, PctOfHolds: 75, HostSteal: 0.005}},
 		Footprint: &Footprint{BytesPerActiveSite: 500},
 		CrawlSpec: CrawlSpec{Sites: 20, Pages: 10, Latency: 50 * time.Millisecond},
@@ -190,7 +230,7 @@ func TestReportWrite(t *testing.T) {
 		"atomic mode **40 µs a page** (100 pages, 3.6 commands sent a page, so a round trip carried 14 pages'; 26.5 commands run a page, those in scripts included; the host took 3.0% ⚠ of the CPU over its replays; its sites saw at most 3 at once, cap 3): at most **25000 pages/s** a core",
 		"What a busy Redis spends a page in locked mode is not measured in this run: bench: monitor: Redis replied \"-NOPERM\".",
 		"a PING cost it **33 µs** of CPU from one client at a time", "and **5 µs** from 50 clients at once", "at least the difference, **28 µs**",
-		"| token list (BLPOP/RPUSH) | 1000 | **1.000×** |", "| 0.0% | 450 µs | 380 µs | 0.990 | 3 |", "| 75.0% | – | – | 0.000 | 9 ⚠ |",
+		"| token list (BLPOP/RPUSH) | 1000 | **1.000×** |", "| 0.0% | 450 µs | 380 µs | 1.20 ms | 31.2 | 0.990 | 3 |", "| 75.0% | – | – | – | – | 0.000 | 9 ⚠ |",
 		"3 ÷ grants/s − real hold", "more than 3 at once: it had no 3 slots to tell a gap of.", "| 80 µs | **1.75×** |",
 		"## Limiter: uncontended", "## Limiter: throughput", "## Limiter: hand-off", "## Limiter: Redis footprint",
 		"## Crawl: utilisation", "## Crawl: how cost grows", "| polite atomic, 1 process(es) |", "9 ⚠", "| 90% | **0.980×** |"} {

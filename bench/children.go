@@ -237,8 +237,15 @@ func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
 }
 
 // cpuTimes is the machine's CPU time so far (/proc/stat): busy, taken by
-// the VM's host (steal, counted in busy too) and all.
-type cpuTimes struct{ busy, steal, total float64 }
+// the VM's host (steal, counted in busy too) and all, in its ticks; the
+// context switches made since boot (ctxt); how many CPUs it counts
+// (cores); and when they were read (at).
+type cpuTimes struct {
+	busy, steal, total float64
+	ctxt               float64
+	cores              int
+	at                 time.Time
+}
 
 func machineCPU() cpuTimes {
 	b, err := os.ReadFile("/proc/stat")
@@ -247,7 +254,16 @@ func machineCPU() cpuTimes {
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
-	var t cpuTimes
+	t := cpuTimes{at: time.Now()}
+	for _, l := range strings.Split(string(b), "\n") {
+		if len(l) > 3 && strings.HasPrefix(l, "cpu") && l[3] >= '0' && l[3] <= '9' {
+			t.cores++
+		}
+	}
+	if _, rest, ok := strings.Cut(string(b), "\nctxt "); ok {
+		n, _, _ := strings.Cut(rest, "\n")
+		t.ctxt, _ = strconv.ParseFloat(n, 64)
+	}
 	for i, v := range f[1:min(len(f), 9)] { // user … steal; guest time is already in user
 		n, _ := strconv.ParseFloat(v, 64)
 		t.total += n
@@ -276,6 +292,18 @@ func (t cpuTimes) stealSince(t0 cpuTimes) float64 {
 		return stealUnknown
 	}
 	return (t.steal - t0.steal) / (t.total - t0.total)
+}
+
+// spent is what the machine spent from t0 to t, on every core and for
+// every process: CPU time (its busy share of the wall time, the host's
+// steal left out, times its CPUs) and context switches; ok is false when
+// /proc/stat could not tell.
+func (t cpuTimes) spent(t0 cpuTimes) (cpu time.Duration, switches float64, ok bool) {
+	if t.total <= t0.total || !t.at.After(t0.at) || t.ctxt <= t0.ctxt || t.cores < 1 {
+		return 0, 0, false
+	}
+	share := (t.busy - t0.busy - (t.steal - t0.steal)) / (t.total - t0.total) // the host's steal left out
+	return time.Duration(share * float64(t.cores) * float64(t.at.Sub(t0.at))), t.ctxt - t0.ctxt, true
 }
 
 // stealUnknown is a steal share /proc/stat could not give.

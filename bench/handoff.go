@@ -31,6 +31,8 @@ type HandoffRow struct {
 	VsTokens     float64       // PerSec ÷ the token list's grants/s in the same run (0 when it did not run)
 	Gap          time.Duration // slot time a grant spent outside its request: Limit ÷ PerSec − Hold (0: none to tell)
 	ReleaseP50   time.Duration // median time of the holder's release call (0: not measured)
+	MachineCPU   time.Duration // CPU time the whole machine spent a grant over the turns, every process included (0: unknown)
+	Switches     float64       // context switches the whole machine made a grant over the turns (0: unknown)
 	MaxAtOnce    int64         // most requests in flight at the server
 	OverCapStart int64         // requests that started with limit already in flight
 	HostSteal    float64       // share of the machine's CPU time the VM's host took during its turns (steal)
@@ -87,7 +89,10 @@ func measureHotSite(ctx context.Context, spec HotSiteSpec) ([]HandoffRow, error)
 	turns := make([][]hotTurn, len(hotSiteAlgorithms))
 	for r := 0; r < rounds; r++ {
 		for i, alg := range hotSiteAlgorithms {
-			t, err := turn.turn(ctx, rdb, fmt.Sprintf("bench:h%d", i), alg)
+			// Keys of their own each turn: a book's lock left by the
+			// last turn's workers, stopped holding it, would bar this
+			// one's until it timed out.
+			t, err := turn.turn(ctx, rdb, fmt.Sprintf("bench:h%d:%d", i, r), alg)
 			if err != nil {
 				return nil, err
 			}
@@ -172,9 +177,15 @@ func (spec HotSiteSpec) runWorkers(ctx context.Context, alg, prefix, url string)
 func (spec HotSiteSpec) handoffRow(alg string, turns []hotTurn) HandoffRow {
 	var grants []int64
 	var total, holdNs int64
-	var secs, steal, cpuAll float64
+	var secs, steal, cpuAll, switches float64
+	var machine time.Duration
+	measured := true // every turn's CPU and switches known
 	row := HandoffRow{Alg: alg}
 	for _, t := range turns {
+		c, sw, ok := t.cpu1.spent(t.cpu0)
+		measured = measured && ok
+		machine += c
+		switches += sw
 		if t.cpu1.total > t.cpu0.total {
 			steal += t.cpu1.steal - t.cpu0.steal
 			cpuAll += t.cpu1.total - t.cpu0.total
@@ -202,6 +213,9 @@ func (spec HotSiteSpec) handoffRow(alg string, turns []hotTurn) HandoffRow {
 		row.ReleaseP50 = time.Duration(pct(releases, 50))
 	}
 	row.Grants, row.Jain = total, jain(grants)
+	if measured && total > 0 {
+		row.MachineCPU, row.Switches = machine/time.Duration(total), switches/float64(total)
+	}
 	row.HostSteal = stealUnknown
 	if cpuAll > 0 {
 		row.HostSteal = steal / cpuAll

@@ -128,21 +128,27 @@ func (r *Report) hotSiteSection(p func(string, ...any)) {
 	p("")
 	p("![hand-off](%s/handoff.svg)", ChartsDir)
 	p("")
-	p("| algorithm | grants/s | ÷ token list | real hold | %% of nominal %.0f/s | %% of slot time used | hand-off gap | release p50 | Jain fairness | most at once (cap %d) | starts over cap | host took |", float64(s.Limit)/s.Hold.Seconds(), s.Limit)
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| algorithm | grants/s | ÷ token list | real hold | %% of nominal %.0f/s | %% of slot time used | hand-off gap | release p50 | machine CPU a grant | switches a grant | Jain fairness | most at once (cap %d) | starts over cap | host took |", float64(s.Limit)/s.Hold.Seconds(), s.Limit)
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range r.HotSite {
 		mark := ""
 		if x.MaxAtOnce > int64(s.Limit) {
 			mark = " ⚠"
 		}
-		p("| %s | %.0f | **%.3f×** | %s | %.1f%% | %.1f%% | %s | %s | %.3f | %d%s | %d | %s |", x.Alg, x.PerSec, x.VsTokens, us(x.Hold), x.PctNominal, x.PctOfHolds,
-			usOrDash(x.Gap), usOrDash(x.ReleaseP50), x.Jain, x.MaxAtOnce, mark, x.OverCapStart, hostTook(x.HostSteal))
+		switches := "–"
+		if x.Switches > 0 {
+			switches = fmt.Sprintf("%.1f", x.Switches)
+		}
+		p("| %s | %.0f | **%.3f×** | %s | %.1f%% | %.1f%% | %s | %s | %s | %s | %.3f | %d%s | %d | %s |", x.Alg, x.PerSec, x.VsTokens, us(x.Hold), x.PctNominal, x.PctOfHolds,
+			usOrDash(x.Gap), usOrDash(x.ReleaseP50), usOrDash(x.MachineCPU), switches, x.Jain, x.MaxAtOnce, mark, x.OverCapStart, hostTook(x.HostSteal))
 	}
 	p("")
 	p("The token list is the physical anchor: the fastest hand-off Redis can do. The site's key is a list of exactly %d tokens, made fresh for the run; a waiter takes one with `BLPOP` (the server queues blocked callers first come, first served, and hands a pushed token straight to the first) and gives it back with `RPUSH`: one round trip each way and no leases, so it is not crash-safe (a holder that dies takes its token with it) and no crawler should use it. It runs with the same processes, waiters, holds and counting server as the other rows. Goals for ours: %s its grants/s and fairness (Jain, across all %d waiters) %s.",
 		s.Limit, goals.vsTokens.short(), s.Procs*s.WaitersPerProc, goals.jain.short())
 	p("")
 	p("\"Hand-off gap\" is what a grant costs its slot besides its request: %d ÷ grants/s − real hold, the mean time from one request's end to the next one's start on a slot: the holder's release reaching Redis, Redis granting the next waiter (the token list's `RPUSH` answering a `BLPOP`; our release script publishing a wake-up), the grant reaching that waiter, and its request reaching the server. \"Release p50\" is the median time of the holder's release call, from the call to its answer, which Redis sends with the grant. So where a row's gap exceeds the token list's, its release p50 beside the token list's says how much of that is the release's round trip (the book's waiters poll instead: their gap is mostly the poll). \"–\" where a row let the site see more than %d at once: it had no %d slots to tell a gap of.", s.Limit, s.Limit, s.Limit)
+	p("")
+	p("\"Machine CPU\" and \"switches\" are what the whole machine spent a grant over the row's turns, every process included (Redis, the workers, the test server, the bench): CPU time (its busy share in /proc/stat, the host's steal left out, times its CPUs and the turns' wall time) and context switches (/proc/stat's `ctxt`). On this VM a switch is dear (see the wake cost in the crawl section), and they are where a hand-off's price shows beyond its round trips: the token list's waiter is woken on its own connection, in the round trip that queued it; ours queues in a round trip of its own and is woken through its process's one pub/sub connection, which hands the grant to the waiting goroutine.")
 	p("")
 	p("\"Slot time used\" divides by the holds as they really lasted (the server's %s sleep plus the request itself); \"nominal\" assumes exactly %s. The book's unlocked semaphore shows what the lock buys: under contention it lets the site see more than its cap; ours never may. \"Host took\" is the share of the machine's CPU time the VM's host took for itself during a row's turns (steal, in /proc/stat); above %.0f%% (⚠) the row's rate says more about the host than about the hand-off.", s.Hold, s.Hold, 100*hostTookMuch)
 	p("")
