@@ -178,7 +178,7 @@ func TestHandoffRowAddsTurns(t *testing.T) {
 		{results: []workerResult{{Grants: []int64{300, 300}, HoldNs: int64(600 * 3 * time.Millisecond), Seconds: 1.9, Releases: []int64{400, 100}},
 			{Grants: []int64{300, 300}, HoldNs: int64(600 * 3 * time.Millisecond), Seconds: 2}}, maxAtOnce: 2},
 		{results: []workerResult{{Grants: []int64{100, 100}, HoldNs: int64(200 * 3 * time.Millisecond), Seconds: 1, Releases: []int64{300}},
-			{Grants: []int64{100, 100}, HoldNs: int64(200 * 3 * time.Millisecond), Seconds: 0.5, Releases: []int64{200, 500}}}, maxAtOnce: 3, overCapStart: 1},
+			{Grants: []int64{100, 100}, HoldNs: int64(200 * 3 * time.Millisecond), Seconds: 0.5, Releases: []int64{200, 500, 600}}}, maxAtOnce: 3, overCapStart: 1},
 	}
 	row := spec.handoffRow(AlgAtomic, turns)
 	if row.Grants != 1600 || row.PerSec != 1600.0/3 || row.Hold != 3*time.Millisecond {
@@ -192,17 +192,19 @@ func TestHandoffRowAddsTurns(t *testing.T) {
 	}
 	// 2 slots at 533.3 grants/s: each slot 3.75 ms a grant, 3 ms of it
 	// under the request (with the cap kept). The release times of every
-	// turn and process are pooled: 100, 200, 300, 400, 500.
+	// turn and process are pooled: 100, 200, 300, 400, 500, 600 (each
+	// turn's first process alone would give 300).
 	turns[1].maxAtOnce, turns[1].overCapStart = 2, 0
 	row = spec.handoffRow(AlgAtomic, turns)
-	if row.Gap != 750*time.Microsecond || row.ReleaseP50 != 300 {
-		t.Errorf("gap %s, release p50 %dns; want 750µs and 300ns", row.Gap, row.ReleaseP50)
+	if row.Gap != 750*time.Microsecond || row.ReleaseP50 != 400 {
+		t.Errorf("gap %s, release p50 %dns; want 750µs and 400ns", row.Gap, row.ReleaseP50)
 	}
 	// A row that went over the limit has no gap: whether the server saw
 	// it (most at once) or only the sum tells (grants × hold above limit ×
 	// time); without release times, no p50.
 	for _, turn := range []hotTurn{
 		{results: []workerResult{{Grants: []int64{100}, HoldNs: int64(100 * 3 * time.Millisecond), Seconds: 1}}, maxAtOnce: 3},
+		{results: []workerResult{{Grants: []int64{100}, HoldNs: int64(100 * 3 * time.Millisecond), Seconds: 1}}, maxAtOnce: 2, overCapStart: 1},
 		{results: []workerResult{{Grants: []int64{1000}, HoldNs: int64(1000 * 3 * time.Millisecond), Seconds: 1}}, maxAtOnce: 2},
 	} {
 		over := spec.handoffRow(AlgBookFair, []hotTurn{turn})

@@ -92,12 +92,27 @@ func TestMachineSpent(t *testing.T) {
 	if cpu, sw, ok := t1.spent(t0); cpu != 1500*time.Millisecond || sw != 2000 || !ok {
 		t.Errorf("spent = %s, %v switches, %v; want 1.5s, 2000, true", cpu, sw, ok)
 	}
-	for name, c := range map[string]struct{ t0, t1 cpuTimes }{
-		"unreadable":      {cpuTimes{}, cpuTimes{}},
-		"no time elapsed": {t0, t0},
+	noCores, late, noCtxt := t1, t1, t1
+	noCores.cores, late.at, noCtxt.ctxt = 0, at, 0
+	t0NoCtxt := t0
+	t0NoCtxt.ctxt = 0
+	for name, c := range map[string]struct {
+		t0, t1 cpuTimes
+		sw     float64 // the switches still told
+	}{
+		"unreadable":            {cpuTimes{}, cpuTimes{}, 0},
+		"no time elapsed":       {t0, t0, 0},
+		"no CPUs counted":       {t0, noCores, 2000},
+		"read at the same time": {t0, late, 2000},
 	} {
-		if cpu, sw, ok := c.t1.spent(c.t0); cpu != 0 || sw != 0 || ok {
-			t.Errorf("%s: %s, %v switches, %v; want none", name, cpu, sw, ok)
+		if cpu, sw, ok := c.t1.spent(c.t0); cpu != 0 || sw != c.sw || ok {
+			t.Errorf("%s: %s, %v switches, %v; want no CPU time, %v switches", name, cpu, sw, ok, c.sw)
+		}
+	}
+	// Without ctxt the CPU time is still told, the switches not.
+	for name, c := range map[string]struct{ t0, t1 cpuTimes }{"none at the end": {t0, noCtxt}, "none at the start": {t0NoCtxt, t1}} {
+		if cpu, sw, ok := c.t1.spent(c.t0); cpu != 1500*time.Millisecond || sw != 0 || !ok {
+			t.Errorf("%s: %s, %v switches, %v; want 1.5s, 0, true", name, cpu, sw, ok)
 		}
 	}
 	// A row adds up its turns, a turn without grants too, over all their
@@ -117,6 +132,32 @@ func TestMachineSpent(t *testing.T) {
 	turns[1].cpu1 = cpuTimes{}
 	if row := spec.handoffRow(AlgAtomic, turns); row.MachineCPU != 0 || row.Switches != 0 {
 		t.Errorf("a turn without CPU times: %s, %v switches; want unknown (0)", row.MachineCPU, row.Switches)
+	}
+}
+
+// /proc/stat's text: the first line's times, the cpuN lines, ctxt; what
+// the text lacks stays 0, and nothing in it panics.
+func TestParseStat(t *testing.T) {
+	const stat = "cpu  100 5 50 800 20 3 2 10 7 0\ncpu0 50 2 25 400 10 1 1 5 3 0\ncpu1 50 3 25 400 10 2 1 5 4 0\n" +
+		"intr 12345 0 1\nctxt 987654\nbtime 1700000000\nprocesses 42\n"
+	// total = 100+5+50+800+20+3+2+10; busy leaves out idle (800) and iowait (20); steal 10.
+	if got, want := parseStat([]byte(stat)), (cpuTimes{busy: 170, steal: 10, total: 990, ctxt: 987654, cores: 2}); got != want {
+		t.Errorf("parseStat = %+v, want %+v", got, want)
+	}
+	for name, c := range map[string]struct {
+		text string
+		want cpuTimes
+	}{
+		"empty":          {"", cpuTimes{}},
+		"no ctxt":        {"cpu  1 2 3 4\ncpu0 1 2 3 4\n", cpuTimes{busy: 6, total: 10, cores: 1}},
+		"no cpuN lines":  {"cpu  1 2 3 4\nctxt 5\n", cpuTimes{busy: 6, total: 10, ctxt: 5}},
+		"a bare cpu":     {"cpu\nctxt\n", cpuTimes{}},
+		"cpu not first":  {"ctxt 5\ncpu  1 2 3 4\n", cpuTimes{ctxt: 5}},
+		"a cpufreq line": {"cpu  1\ncpufreq 3\n", cpuTimes{busy: 1, total: 1}},
+	} {
+		if got := parseStat([]byte(c.text)); got != c.want {
+			t.Errorf("%s: parseStat = %+v, want %+v", name, got, c.want)
+		}
 	}
 }
 
@@ -231,7 +272,7 @@ func TestReportWrite(t *testing.T) {
 		"What a busy Redis spends a page in locked mode is not measured in this run: bench: monitor: Redis replied \"-NOPERM\".",
 		"a PING cost it **33 µs** of CPU from one client at a time", "and **5 µs** from 50 clients at once", "at least the difference, **28 µs**",
 		"| token list (BLPOP/RPUSH) | 1000 | **1.000×** |", "| 0.0% | 450 µs | 380 µs | 1.20 ms | 31.2 | 0.990 | 3 |", "| 75.0% | – | – | – | – | 0.000 | 9 ⚠ |",
-		"3 ÷ grants/s − real hold", "more than 3 at once: it had no 3 slots to tell a gap of.", "| 80 µs | **1.75×** |",
+		"3 ÷ grants/s − real hold", "\"–\": for the gap, a row that let the site see more than 3 at once (it had no 3 slots to tell a gap of); in the other columns, not measured.", "| 80 µs | **1.75×** |",
 		"## Limiter: uncontended", "## Limiter: throughput", "## Limiter: hand-off", "## Limiter: Redis footprint",
 		"## Crawl: utilisation", "## Crawl: how cost grows", "| polite atomic, 1 process(es) |", "9 ⚠", "| 90% | **0.980×** |"} {
 		if !strings.Contains(string(md), want) {

@@ -252,26 +252,35 @@ func machineCPU() cpuTimes {
 	if err != nil {
 		return cpuTimes{}
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	t := cpuTimes{at: time.Now()}
-	for _, l := range strings.Split(string(b), "\n") {
-		if len(l) > 3 && strings.HasPrefix(l, "cpu") && l[3] >= '0' && l[3] <= '9' {
+	t := parseStat(b)
+	t.at = time.Now()
+	return t
+}
+
+// parseStat reads /proc/stat's text b: the first line's times ("cpu" then
+// user … steal; guest time is already in user), the CPUs (the cpuN lines)
+// and the context switches (ctxt). What b lacks stays 0.
+func parseStat(b []byte) cpuTimes {
+	var t cpuTimes
+	for i, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 0:
+		case i == 0 && f[0] == "cpu":
+			for k, v := range f[1:min(len(f), 9)] {
+				n, _ := strconv.ParseFloat(v, 64)
+				t.total += n
+				if k != 3 && k != 4 { // idle, iowait
+					t.busy += n
+				}
+				if k == 7 {
+					t.steal += n
+				}
+			}
+		case len(f[0]) > 3 && strings.HasPrefix(f[0], "cpu") && f[0][3] >= '0' && f[0][3] <= '9':
 			t.cores++
-		}
-	}
-	if _, rest, ok := strings.Cut(string(b), "\nctxt "); ok {
-		n, _, _ := strings.Cut(rest, "\n")
-		t.ctxt, _ = strconv.ParseFloat(n, 64)
-	}
-	for i, v := range f[1:min(len(f), 9)] { // user … steal; guest time is already in user
-		n, _ := strconv.ParseFloat(v, 64)
-		t.total += n
-		if i != 3 && i != 4 { // idle, iowait
-			t.busy += n
-		}
-		if i == 7 {
-			t.steal += n
+		case f[0] == "ctxt" && len(f) > 1:
+			t.ctxt, _ = strconv.ParseFloat(f[1], 64)
 		}
 	}
 	return t
@@ -296,14 +305,17 @@ func (t cpuTimes) stealSince(t0 cpuTimes) float64 {
 
 // spent is what the machine spent from t0 to t, on every core and for
 // every process: CPU time (its busy share of the wall time, the host's
-// steal left out, times its CPUs) and context switches; ok is false when
-// /proc/stat could not tell.
+// steal left out, times its CPUs), ok false when /proc/stat could not
+// tell; and context switches, 0 when it could not tell them.
 func (t cpuTimes) spent(t0 cpuTimes) (cpu time.Duration, switches float64, ok bool) {
-	if t.total <= t0.total || !t.at.After(t0.at) || t.ctxt <= t0.ctxt || t.cores < 1 {
-		return 0, 0, false
+	if t.ctxt > t0.ctxt && t0.ctxt > 0 {
+		switches = t.ctxt - t0.ctxt
+	}
+	if t.total <= t0.total || !t.at.After(t0.at) || t.cores < 1 {
+		return 0, switches, false
 	}
 	share := (t.busy - t0.busy - (t.steal - t0.steal)) / (t.total - t0.total) // the host's steal left out
-	return time.Duration(share * float64(t.cores) * float64(t.at.Sub(t0.at))), t.ctxt - t0.ctxt, true
+	return time.Duration(share * float64(t.cores) * float64(t.at.Sub(t0.at))), switches, true
 }
 
 // stealUnknown is a steal share /proc/stat could not give.

@@ -125,9 +125,19 @@ func (spec HotSiteSpec) turn(ctx context.Context, rdb *redis.Client, prefix, alg
 	if err != nil {
 		return hotTurn{}, fmt.Errorf("bench: hot site: %w", err)
 	}
-	cpu0 := machineCPU()
-	results, errs := spec.runWorkers(ctx, alg, prefix, ts.Sites()[0].URL+"/p/0")
+	// The machine's times from the workers' common start (not their
+	// launch) to their end.
+	start := time.Now().Add(workerStartup)
+	var cpu0 cpuTimes
+	read := make(chan struct{})
+	go func() { // ends by start
+		defer close(read)
+		time.Sleep(time.Until(start))
+		cpu0 = machineCPU()
+	}()
+	results, errs := spec.runWorkers(ctx, alg, prefix, ts.Sites()[0].URL+"/p/0", start)
 	cpu1 := machineCPU()
+	<-read
 	st := ts.Stats().Sites[0]
 	ts.Close()
 	for p, err := range errs {
@@ -148,13 +158,13 @@ func (spec HotSiteSpec) turn(ctx context.Context, rdb *redis.Client, prefix, alg
 const workerStartup = 500 * time.Millisecond
 
 // runWorkers runs spec.Procs `crawler bench-worker` processes of alg, which
-// begin together, and waits for their figures, which each writes as JSON
-// on its stdout.
-func (spec HotSiteSpec) runWorkers(ctx context.Context, alg, prefix, url string) ([]workerResult, []error) {
+// begin together at at, and waits for their figures, which each writes as
+// JSON on its stdout.
+func (spec HotSiteSpec) runWorkers(ctx context.Context, alg, prefix, url string, at time.Time) ([]workerResult, []error) {
 	results := make([]workerResult, spec.Procs)
 	errs := make([]error, spec.Procs)
 	var wg sync.WaitGroup
-	start := strconv.FormatInt(time.Now().Add(workerStartup).UnixMilli(), 10)
+	start := strconv.FormatInt(at.UnixMilli(), 10)
 	for p := 0; p < spec.Procs; p++ {
 		cmd := exec.CommandContext(ctx, spec.Exe, "bench-worker", "--redis", spec.RedisAddr, "--alg", alg, "--prefix", prefix, "--url", url,
 			"--waiters", strconv.Itoa(spec.WaitersPerProc), "--limit", strconv.Itoa(spec.Limit), "--start", start, "--duration", spec.Duration.String())
@@ -172,18 +182,22 @@ func (spec HotSiteSpec) runWorkers(ctx context.Context, alg, prefix, url string)
 
 // handoffRow adds up alg's turns: grants and holds over all of them, each
 // waiter's grants in each turn as one count for fairness, the turns'
-// lengths (each its slowest process's) for the rate, and the most the
-// server saw at once.
+// lengths (each its slowest process's) for the rate, the most the server
+// saw at once, the release times of every turn and process pooled, and
+// the machine's CPU time and context switches over all the grants (0 when
+// a turn could not tell them). The gap follows from the rate and the
+// hold, for a row that kept the cap.
 func (spec HotSiteSpec) handoffRow(alg string, turns []hotTurn) HandoffRow {
 	var grants []int64
 	var total, holdNs int64
 	var secs, steal, cpuAll, switches float64
 	var machine time.Duration
-	measured := true // every turn's CPU and switches known
+	var releases []int64
+	cpuKnown, swKnown := true, true // every turn's
 	row := HandoffRow{Alg: alg}
 	for _, t := range turns {
 		c, sw, ok := t.cpu1.spent(t.cpu0)
-		measured = measured && ok
+		cpuKnown, swKnown = cpuKnown && ok, swKnown && sw > 0
 		machine += c
 		switches += sw
 		if t.cpu1.total > t.cpu0.total {
@@ -198,23 +212,21 @@ func (spec HotSiteSpec) handoffRow(alg string, turns []hotTurn) HandoffRow {
 			}
 			holdNs += r.HoldNs
 			long = max(long, r.Seconds)
+			releases = append(releases, r.Releases...)
 		}
 		secs += long
 		row.MaxAtOnce = max(row.MaxAtOnce, t.maxAtOnce)
 		row.OverCapStart += t.overCapStart
 	}
-	var releases []int64
-	for _, t := range turns {
-		for _, r := range t.results {
-			releases = append(releases, r.Releases...)
-		}
-	}
 	if len(releases) > 0 {
 		row.ReleaseP50 = time.Duration(pct(releases, 50))
 	}
 	row.Grants, row.Jain = total, jain(grants)
-	if measured && total > 0 {
-		row.MachineCPU, row.Switches = machine/time.Duration(total), switches/float64(total)
+	if cpuKnown && total > 0 {
+		row.MachineCPU = machine / time.Duration(total)
+	}
+	if swKnown && total > 0 {
+		row.Switches = switches / float64(total)
 	}
 	row.HostSteal = stealUnknown
 	if cpuAll > 0 {
@@ -227,7 +239,7 @@ func (spec HotSiteSpec) handoffRow(alg string, turns []hotTurn) HandoffRow {
 		row.PctOfHolds = 100 * row.PerSec * row.Hold.Seconds() / float64(spec.Limit)
 		// A row that let the site see more than Limit at once (an unsafe
 		// semaphore) has no slots to tell a gap of.
-		if cycle := time.Duration(float64(spec.Limit) / row.PerSec * float64(time.Second)); cycle > row.Hold && row.MaxAtOnce <= int64(spec.Limit) {
+		if cycle := time.Duration(float64(spec.Limit) / row.PerSec * float64(time.Second)); cycle > row.Hold && row.keptCap(spec.Limit) {
 			row.Gap = cycle - row.Hold
 		}
 	}
@@ -298,7 +310,8 @@ const maxReleaseTimes = 50_000
 // Worker is one hot-site process (crawler bench-worker): from start (at
 // once if it has passed), waiters goroutines each take a permit of alg,
 // make one request to url under it, give it back, until duration ends; it
-// writes its counts as JSON to out. The processes of one turn get the same
+// writes its counts, its holds' time and its release calls' times (up to
+// maxReleaseTimes) as JSON to out. The processes of one turn get the same
 // start, so that none has the site to itself while the others start up.
 func Worker(ctx context.Context, redisAddr, alg, prefix, url string, waiters, limit int, start time.Time, duration time.Duration, out io.Writer) error {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: waiters + 4})
