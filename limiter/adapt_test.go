@@ -437,3 +437,56 @@ func TestAdaptSkewedWorker(t *testing.T) {
 		}
 	})
 }
+
+// A release whose healthy fetch raises the site's effective cap lets in,
+// at once, a waiter that queued under the lower cap, even when the line
+// then fits under the new cap (no one left behind it): the waiter is told,
+// not left to its next poll (10 s here, a third of the lease).
+func TestAdaptRaiseWakesWaiter(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		l := newLimiter(t, newClient(t), Options{Mode: mode, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true,
+			Adaptive: fast(Adaptive{Window: 5, Cooldown: 1})})
+		site, rule := "raise.example", Rule{Limit: 3}
+		feed(t, l, site, rule, ok(50*time.Millisecond))
+		reduce(t, l, site, rule)
+		k := keysFor(l.opts.prefix(), site)
+		for range 40 {
+			a, err := l.AcquireRule(ctx, site, rule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := status(t, l, site, 3).Cap
+			got := make(chan *Permit, 1)
+			go func() { // ends when b is granted or ctx ends
+				b, err := l.AcquireRule(ctx, site, rule)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- b
+			}()
+			for l.rdb.ZCard(ctx, k.owners).Val() < 2 { // b has queued behind a
+				time.Sleep(time.Millisecond)
+			}
+			a.SetOutcome(ok(50 * time.Millisecond))
+			start := time.Now()
+			if err := a.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var b *Permit
+			select {
+			case b = <-got:
+			case <-time.After(3 * time.Second):
+				b = <-got
+				t.Fatalf("cap %d then %d: the waiter was granted %s after the release, want at once",
+					before, status(t, l, site, 3).Cap, time.Since(start).Round(time.Millisecond))
+			}
+			after := status(t, l, site, 3).Cap
+			b.Release(ctx)
+			if before == 1 && after > 1 {
+				return // the raise, which left the line (a, b) within the cap
+			}
+		}
+		t.Fatal("40 healthy fetches did not raise the cap from 1")
+	})
+}

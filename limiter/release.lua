@@ -106,6 +106,27 @@ if held == 1 and delay > 0 then
   wait = delay
 end
 local owned = redis.call('ZCARD', K[2])
+-- The controller raised the cap (adapt's bit 2): entries that queued under
+-- the lower one may now be in the first limit places with nobody behind
+-- them, where the removal's hand-off below would tell no one.
+local raised = math.floor(ev / 2) % 2 == 1 and owned > 1
+-- tell_raised tells the entries in the first limit places besides id (the
+-- ones still holding ignore it); returns them, or nil.
+local function tell_raised()
+  now = now or now_ms()
+  wait = math.max(wait, next_at() - now)
+  local front = {}
+  for _, v in ipairs(redis.call('ZRANGE', K[2], '0', int_text(limit))) do
+    if v ~= id and #front < limit then
+      front[#front + 1] = v
+    end
+  end
+  if #front == 0 then
+    return nil
+  end
+  tell(front, limit .. ' ' .. wait, tail_base(ARGV[3], adaptive))
+  return front
+end
 if keeping then
   -- Kept when acquire.lua would grant the slot to a newcomer once this
   -- entry left (its contributor's rule recorded first, as there): fewer
@@ -130,6 +151,9 @@ if keeping then
         redis.call('ZADD', K[2], int_text(c), id)
         redis.call('ZADD', K[1], ms_text(tm), id)
         touch(kttl, lease, false)
+        if raised then
+          tell_raised()
+        end
         return packed(1, 0, limit, ev, hcap, hdelay, hoff, 1, now, owned - 1, klimit, kdelay)
       end
       -- No counter under a live entry: not this script's to judge; undo
@@ -172,6 +196,9 @@ if owned > limit then
 else
   removed = redis.call('ZREM', K[1], id)
   redis.call('ZREM', K[2], id)
+  if raised then
+    front = tell_raised()
+  end
 end
 local out = packed(removed, wait, limit, ev, hcap, hdelay, hoff, 0, 0, 0, 0, 0)
 if front then
