@@ -466,7 +466,13 @@ func TestAdaptRaiseWakesWaiter(t *testing.T) {
 				got <- b
 			}()
 			for l.rdb.ZCard(ctx, k.owners).Val() < 2 { // b has queued behind a
-				time.Sleep(time.Millisecond)
+				select {
+				case b := <-got:
+					t.Fatalf("b granted (%v) while a held the site's only slot", b)
+				case <-ctx.Done():
+					t.Fatal(ctx.Err())
+				case <-time.After(time.Millisecond):
+				}
 			}
 			a.SetOutcome(ok(50 * time.Millisecond))
 			start := time.Now()

@@ -20,7 +20,11 @@
 -- it, publishes "<limit> <wait ms> <id>..." naming the entries now in the
 -- first limit places, on each one's process's channel (tell); wait ms is
 -- how long until the site's next-request time (crawl delay or backoff), 0
--- if it has passed.
+-- if it has passed. A release whose fetch made the controller raise the
+-- site's cap tells the entries ranked below the new limit besides its own
+-- likewise, whether or not anyone is left behind them, and whether the
+-- entry is removed or keeps its slot: some may have waited under the old
+-- cap.
 -- With adaptive politeness, the outcome is recorded in the site's health
 -- and the controller run first; the limit and delay are then tightened to
 -- the site's effective cap and extra delay, and a new backoff holds the
@@ -110,14 +114,15 @@ local owned = redis.call('ZCARD', K[2])
 -- the lower one may now be in the first limit places with nobody behind
 -- them, where the removal's hand-off below would tell no one.
 local raised = math.floor(ev / 2) % 2 == 1 and owned > 1
--- tell_raised tells the entries in the first limit places besides id (the
--- ones still holding ignore it); returns them, or nil.
-local function tell_raised()
+-- tell_raised tells the entries ranked below limit besides id (the ones
+-- still holding ignore it): exactly those that hold a permit under the
+-- new cap; returns them, or nil. Made only when raised.
+local tell_raised = raised and function()
   now = now or now_ms()
   wait = math.max(wait, next_at() - now)
   local front = {}
-  for _, v in ipairs(redis.call('ZRANGE', K[2], '0', int_text(limit))) do
-    if v ~= id and #front < limit then
+  for _, v in ipairs(redis.call('ZRANGE', K[2], '0', int_text(limit - 1))) do
+    if v ~= id then
       front[#front + 1] = v
     end
   end
@@ -151,10 +156,12 @@ if keeping then
         redis.call('ZADD', K[2], int_text(c), id)
         redis.call('ZADD', K[1], ms_text(tm), id)
         touch(kttl, lease, false)
-        if raised then
-          tell_raised()
+        local out = packed(1, 0, limit, ev, hcap, hdelay, hoff, 1, now, owned - 1, klimit, kdelay)
+        local told = raised and tell_raised()
+        if told then
+          out = out .. table.concat(told, ' ')
         end
-        return packed(1, 0, limit, ev, hcap, hdelay, hoff, 1, now, owned - 1, klimit, kdelay)
+        return out
       end
       -- No counter under a live entry: not this script's to judge; undo
       -- the INCR and release.
@@ -186,7 +193,11 @@ if owned > limit then
       end
     end
   end
-  if front then
+  if not front and raised then
+    -- Nobody left behind the first limit places once the expired entries
+    -- were dropped, but the cap was raised: those let in are told.
+    front = tell_raised()
+  elseif front then
     -- Everyone in the first limit places is told, not only the one that
     -- moved up behind the removed entry: the limit may be higher than when
     -- they were last told (a cap that recovers, a looser rule), which puts

@@ -74,7 +74,10 @@ func (l *Limiter) TryAcquireRuleOn(ctx context.Context, pipe redis.Pipeliner, si
 // nobody could have taken the slot in between. A waiter held to a lower
 // limit (a robots.txt fetch) moves up as after a release, and, as after a
 // release that leaves no more entries than the limit, learns of it at its
-// next check (Options.Poll), not by a wake-up message.
+// next check (Options.Poll), not by a wake-up message; but when the
+// release raised the site's adaptive cap, the entries ranked below the new
+// limit are told, as after a release (released wakes those of this
+// process).
 //
 // released returns what ReleaseOn's after would for this permit (its
 // outcome is recorded either way; SetOutcome). kept returns a new *Permit
