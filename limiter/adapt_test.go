@@ -450,7 +450,6 @@ func TestAdaptRaiseWakesWaiter(t *testing.T) {
 		site, rule := "raise.example", Rule{Limit: 3}
 		feed(t, l, site, rule, ok(50*time.Millisecond))
 		reduce(t, l, site, rule)
-		k := keysFor(l.opts.prefix(), site)
 		for range 40 {
 			a, err := l.AcquireRule(ctx, site, rule)
 			if err != nil {
@@ -465,14 +464,14 @@ func TestAdaptRaiseWakesWaiter(t *testing.T) {
 				}
 				got <- b
 			}()
-			for l.rdb.ZCard(ctx, k.owners).Val() < 2 { // b has queued behind a
-				select {
-				case b := <-got:
-					t.Fatalf("b granted (%v) while a held the site's only slot", b)
-				case <-ctx.Done():
-					t.Fatal(ctx.Err())
-				case <-time.After(time.Millisecond):
-				}
+			waitFor(t, "b in line behind a", func() bool {
+				_, owners := members(t, l.rdb, l, site)
+				return len(owners) == 2
+			})
+			select {
+			case b := <-got:
+				t.Fatalf("b granted (%v) while a held the site's only slot", b)
+			default:
 			}
 			a.SetOutcome(ok(50 * time.Millisecond))
 			start := time.Now()

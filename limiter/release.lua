@@ -193,11 +193,7 @@ if owned > limit then
       end
     end
   end
-  if not front and raised then
-    -- Nobody left behind the first limit places once the expired entries
-    -- were dropped, but the cap was raised: those let in are told.
-    front = tell_raised()
-  elseif front then
+  if front then
     -- Everyone in the first limit places is told, not only the one that
     -- moved up behind the removed entry: the limit may be higher than when
     -- they were last told (a cap that recovers, a looser rule), which puts
@@ -207,9 +203,12 @@ if owned > limit then
 else
   removed = redis.call('ZREM', K[1], id)
   redis.call('ZREM', K[2], id)
-  if raised then
-    front = tell_raised()
-  end
+end
+if raised and not front then
+  -- The cap was raised and nobody told above: no one left behind the
+  -- first limit places (once expired entries were dropped, or at all),
+  -- yet some there may have waited under the old cap.
+  front = tell_raised()
 end
 local out = packed(removed, wait, limit, ev, hcap, hdelay, hoff, 0, 0, 0, 0, 0)
 if front then
