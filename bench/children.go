@@ -314,7 +314,7 @@ func (t cpuTimes) spent(t0 cpuTimes) (cpu time.Duration, switches float64, ok bo
 	if t.total <= t0.total || !t.at.After(t0.at) || t.cores < 1 {
 		return 0, switches, false
 	}
-	share := (t.busy - t0.busy - (t.steal - t0.steal)) / (t.total - t0.total) // the host's steal left out
+	share := t.busySince(t0) - t.stealSince(t0) // the host's steal left out
 	return time.Duration(share * float64(t.cores) * float64(t.at.Sub(t0.at))), switches, true
 }
 

@@ -127,17 +127,8 @@ func (spec HotSiteSpec) turn(ctx context.Context, rdb *redis.Client, prefix, alg
 	}
 	// The machine's times from the workers' common start (not their
 	// launch) to their end.
-	start := time.Now().Add(workerStartup)
-	var cpu0 cpuTimes
-	read := make(chan struct{})
-	go func() { // ends by start
-		defer close(read)
-		time.Sleep(time.Until(start))
-		cpu0 = machineCPU()
-	}()
-	results, errs := spec.runWorkers(ctx, alg, prefix, ts.Sites()[0].URL+"/p/0", start)
+	results, errs, cpu0 := spec.runWorkers(ctx, alg, prefix, ts.Sites()[0].URL+"/p/0")
 	cpu1 := machineCPU()
-	<-read
 	st := ts.Stats().Sites[0]
 	ts.Close()
 	for p, err := range errs {
@@ -158,12 +149,14 @@ func (spec HotSiteSpec) turn(ctx context.Context, rdb *redis.Client, prefix, alg
 const workerStartup = 500 * time.Millisecond
 
 // runWorkers runs spec.Procs `crawler bench-worker` processes of alg, which
-// begin together at at, and waits for their figures, which each writes as
-// JSON on its stdout.
-func (spec HotSiteSpec) runWorkers(ctx context.Context, alg, prefix, url string, at time.Time) ([]workerResult, []error) {
+// begin together workerStartup after their launch, and waits for their
+// figures, which each writes as JSON on its stdout. It also returns the
+// machine's CPU times read when they begin.
+func (spec HotSiteSpec) runWorkers(ctx context.Context, alg, prefix, url string) ([]workerResult, []error, cpuTimes) {
 	results := make([]workerResult, spec.Procs)
 	errs := make([]error, spec.Procs)
 	var wg sync.WaitGroup
+	at := time.Now().Add(workerStartup)
 	start := strconv.FormatInt(at.UnixMilli(), 10)
 	for p := 0; p < spec.Procs; p++ {
 		cmd := exec.CommandContext(ctx, spec.Exe, "bench-worker", "--redis", spec.RedisAddr, "--alg", alg, "--prefix", prefix, "--url", url,
@@ -176,8 +169,15 @@ func (spec HotSiteSpec) runWorkers(ctx context.Context, alg, prefix, url string,
 			errs[p] = err
 		})
 	}
+	t := time.NewTimer(time.Until(at))
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	cpu0 := machineCPU()
 	wg.Wait()
-	return results, errs
+	return results, errs, cpu0
 }
 
 // handoffRow adds up alg's turns: grants and holds over all of them, each
