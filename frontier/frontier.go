@@ -35,7 +35,8 @@
 //
 // Every key has the crawl's TTL: a key is created with it, and all of a
 // shard's keys' TTLs are refreshed about once a minute by whichever process
-// asks first (each asks once a minute), not on every call. Seen URLs are
+// asks first (each asks once a minute, for every shard, whether its workers
+// called it or not), not on every call. Seen URLs are
 // kept as 64-bit fingerprints (FNV-1a of the normalised URL) in 256
 // intsets per shard, about 13 bytes a URL. Each process also remembers,
 // in 1 MiB, fingerprints its calls have had admitted or found seen, and

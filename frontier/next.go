@@ -65,6 +65,12 @@ func (f *Frontier) nextCall(sh *shard) *call {
 func (f *Frontier) elsewhere(ctx context.Context, lay *layout, tried *shard, empty *EmptyError) (Item, error) {
 	it, err := f.probeNext(ctx, lay, tried, empty)
 	f.idle.Store(err != nil)
+	if err != nil && f.keepDue() {
+		// Nothing to take, so no script call of this process's keeps the
+		// crawl's keys: a crawl whose every site waits out a long hold-off
+		// makes none anywhere.
+		f.pipelined(ctx, nil)
+	}
 	return it, err
 }
 

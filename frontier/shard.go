@@ -183,19 +183,40 @@ func (f *Frontier) refreshEvery() time.Duration { return min(time.Minute, f.o.TT
 // keepCrawl queues on pipe a refresh of the TTLs of the crawl's own keys
 // (meta, scope) and of its registry entry, at most once a minute per
 // process: the shards' scripts keep their own keys, but cannot reach these
-// (other slots).
-func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) {
-	if f.lay.Load() == nil { // not joined yet (or invalid Options): layout records the crawl
-		return
+// (other slots). It returns, to go in the same round trip, a call that
+// only refreshes (add.lua with nothing to add) for each shard this process
+// has not asked to refresh within that minute: one no worker calls, while
+// every worker stays on shards with sites ready, would otherwise expire
+// with its queues and seen sets in the middle of the crawl, and its URLs
+// be lost. A shard another process refreshed in the last half minute is
+// left as it is (common.lua keep), so that costs a fleet little.
+func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) []*call {
+	lay := f.lay.Load()
+	if lay == nil || !f.keepDue() { // not joined yet (or invalid Options): layout records the crawl
+		return nil
 	}
 	now, last := time.Now().UnixMilli(), f.keptAt.Load()
-	if now-last < f.refreshEvery().Milliseconds() || !f.keptAt.CompareAndSwap(last, now) {
-		return
+	if !f.keptAt.CompareAndSwap(last, now) {
+		return nil
 	}
 	pipe.PExpire(ctx, f.meta, f.o.TTL)
 	pipe.PExpire(ctx, f.scope, f.o.TTL)
 	reg := f.registerCall()
 	registerEval.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
+	var idle []*call
+	every := f.refreshEvery().Milliseconds()
+	for _, sh := range lay.shards {
+		if now-sh.kept.Load() >= every {
+			idle = append(idle, f.newCall(addScript, sh, []float64{0}))
+		}
+	}
+	return idle
+}
+
+// keepDue reports whether the process's next round trip refreshes the
+// crawl's TTLs (keepCrawl).
+func (f *Frontier) keepDue() bool {
+	return time.Now().UnixMilli()-f.keptAt.Load() >= f.refreshEvery().Milliseconds()
 }
 
 // batch is the add.lua quadruples of one shard's new URLs, and their
@@ -310,7 +331,7 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	if also != nil {
 		after = also(pipe)
 	}
-	f.keepCrawl(ctx, pipe)
+	calls = append(calls[:len(calls):len(calls)], f.keepCrawl(ctx, pipe)...) // a copy: the caller's slice is left as it was
 	for _, c := range calls {
 		c.gen = f.seen.generation()
 		c.cmd = c.script.Queue(ctx, f.fn, pipe, c.keys, c.args...)

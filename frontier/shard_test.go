@@ -426,3 +426,112 @@ func TestCrawlTreeAcrossShards(t *testing.T) {
 		}
 	}
 }
+
+// A shard no worker calls for longer than the crawl's TTL, while the only
+// worker stays on another shard, whose two sites take turns being ready,
+// keeps its keys: each process refreshes the shards it has not called
+// (keepCrawl), and their URLs are crawled in the end.
+func TestIdleShardsKept(t *testing.T) {
+	ctx := ctxT(t)
+	const ttl = 2 * time.Second // a refresh every 500 ms
+	f := newFrontier(t, Options{Shards: 4, TTL: ttl})
+	home := f.lay.Load()
+	if home == nil {
+		var err error
+		if home, err = f.layout(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy, bySh := map[string]bool{}, map[*shard]string{}
+	for i := 0; len(busy) < 2 || len(bySh) < 3; i++ {
+		if i > 1000 {
+			t.Fatal("no sites for every shard")
+		}
+		s := fmt.Sprintf("i%d.example", i)
+		switch sh := shardOf(t, f, s); {
+		case sh == home.shards[0]:
+			if len(busy) < 2 {
+				busy[s] = true
+			}
+		case bySh[sh] == "":
+			bySh[sh] = s
+		}
+	}
+	for s := range busy {
+		if _, err := f.Add(ctx, 0, urls(s, 400)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	it, err := f.Next(ctx)
+	if err != nil || !busy[it.Site] {
+		t.Fatalf("first item %+v, %v; want one of %v", it, err, busy)
+	}
+	var others []string
+	for _, s := range bySh {
+		u := urls(s, 2)
+		others = append(others, u...)
+		if _, err := f.Add(ctx, 0, u...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Past the TTL, with every settlement taking a busy site's next URL.
+	end := time.Now().Add(ttl + time.Second)
+	for time.Now().Before(end) {
+		time.Sleep(5 * time.Millisecond) // the fetch
+		r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Next: true})
+		if r.Settled != nil || r.NextErr != nil {
+			t.Fatalf("settling %s: %v, %v", it.URL, r.Settled, r.NextErr)
+		}
+		if it = r.Next; !busy[it.Site] {
+			t.Fatalf("the worker left the busy shard for %s: the test needs it to stay", it.URL)
+		}
+	}
+	if err := f.Done(ctx, it); err != nil {
+		t.Fatal(err)
+	}
+	for sh, s := range bySh {
+		if n, err := f.rdb.Exists(ctx, sh.keys...).Result(); err != nil || n != int64(len(sh.keys)) {
+			t.Errorf("shard of %s, never called for %v: %d of its %d keys left, %v", s, ttl+time.Second, n, len(sh.keys), err)
+		}
+	}
+	got := map[string]bool{}
+	for _, u := range drain(t, ctx, f) {
+		got[u] = true
+	}
+	for _, u := range others {
+		if !got[u] {
+			t.Errorf("%s was never handed out", u)
+		}
+	}
+}
+
+// A crawl whose every site waits out a hold-off longer than the TTL makes
+// no script call while its workers look at the shards, yet keeps its keys
+// (elsewhere): the site's URL is handed out when the hold-off ends.
+func TestHeldOffCrawlKept(t *testing.T) {
+	ctx := ctxT(t)
+	const ttl = 2 * time.Second
+	f := newFrontier(t, Options{Shards: 4, TTL: ttl})
+	if _, err := f.Add(ctx, 0, "http://held.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	it := take(t, f, 1)[0]
+	if err := f.Defer(ctx, it, ttl+2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	sh := shardOf(t, f, it.Site)
+	end := time.Now().Add(ttl + time.Second)
+	for time.Now().Before(end) {
+		if _, err := f.Next(ctx); !errors.As(err, new(*EmptyError)) {
+			t.Fatalf("with the only site held off: %v; want nothing ready", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n, err := f.rdb.Exists(ctx, sh.keys...).Result(); err != nil || n != int64(len(sh.keys)) {
+		t.Fatalf("after %v of looks: %d of the shard's %d keys left, %v", ttl+time.Second, n, len(sh.keys), err)
+	}
+	got, err := nextSoon(ctx, f, 2*time.Second)
+	if err != nil || got.URL != it.URL {
+		t.Fatalf("after the hold-off: %+v, %v; want %s", got, err, it.URL)
+	}
+}
