@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -382,7 +383,59 @@ func TestAdaptiveOutcomeOnReservation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.TTFB < 25*time.Millisecond || st.TTLB < st.TTFB || st.Window.OK != 2 { // robots.txt and the page
+	if st.TTFB < 25*time.Millisecond || st.TTLB < st.TTFB || st.Window.OK != 1 { // the page: robots.txt's fetch leaves the health alone (TestRobotsFetchKeepsReducedCap)
 		t.Fatalf("health after a reserved fetch: TTFB %s TTLB %s, window %+v: want the fetch recorded", st.TTFB, st.TTLB, st.Window)
+	}
+}
+
+// A robots.txt fetch leaves the site's health alone: its permit has limit
+// 1, which the controller would take for the site's rule, so a cap the
+// site's trouble reduced to 1 would come back as not reduced (3 at once
+// for the pages again).
+func TestRobotsFetchKeepsReducedCap(t *testing.T) {
+	ctx := t.Context()
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "User-agent: *\nAllow: /\n")
+	}))
+	defer site.Close()
+	rdb := srv.Client()
+	defer rdb.Close()
+	l := limiter.New(rdb, &limiter.Options{Prefix: fmt.Sprintf("robotscap%d", time.Now().UnixNano()), NoRestartGuard: true,
+		Adaptive: &limiter.Adaptive{Window: 5, Cooldown: 1, Backoff: 300 * time.Millisecond, FirstDelay: 20 * time.Millisecond, MaxDelay: 80 * time.Millisecond}})
+	defer l.Close()
+	u, _ := url.Parse(site.URL + "/robots.txt")
+	key := robots.Site(u)
+	capNow := func() int {
+		t.Helper()
+		st, err := l.Status(ctx, key, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Cap
+	}
+	for i := 0; capNow() != 1; i++ {
+		if i == 20 {
+			t.Fatalf("20 failed fetches left the cap at %d, want 1", capNow())
+		}
+		p, err := l.Acquire(ctx, key, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.SetOutcome(limiter.Outcome{Class: limiter.OutcomeServerError})
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &http.Client{Transport: &RobotsTransport{Limiter: l}, Timeout: 10 * time.Second}
+	for range 3 { // as many as it takes to make a window of healthy outcomes
+		resp, err := c.Get(u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if got := capNow(); got != 1 {
+			t.Fatalf("after a robots.txt fetch the site's cap is %d, want it left at 1", got)
+		}
 	}
 }

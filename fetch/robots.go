@@ -58,5 +58,5 @@ func (t *RobotsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.tr.send(req, p, nil, timeout)
+	return t.tr.send(req, p, nil, timeout, false)
 }

@@ -195,13 +195,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		r = nil // this request's own permit: released here
 	}
-	return t.send(req, p, r, 0)
+	return t.send(req, p, r, 0, true)
 }
 
 // send makes req under p. With r, p is r's: on success the caller releases
 // it through r; otherwise it is released here. timeout, when set, bounds
-// the request from now (robots.txt).
-func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, timeout time.Duration) (*http.Response, error) {
+// the request from now (robots.txt). With health, the fetch's outcome goes
+// to the site's health with the release (adaptive politeness): not a
+// robots.txt fetch's, whose permit has limit 1, which the controller would
+// take for the site's rule (a cap reduced to 1 would count as not reduced,
+// a failure as a cap of 1 to slow down from).
+func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, timeout time.Duration, health bool) (*http.Response, error) {
 	ctx := req.Context()
 	site := p.Site()
 	kctx, stopKeep := context.WithCancel(context.WithoutCancel(ctx))
@@ -212,7 +216,9 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 	resp, err := t.base().RoundTrip(req.WithContext(rctx))
 	if err != nil {
 		stop()
-		p.SetOutcome(limiter.Outcome{Class: failure(ctx, p, err)})
+		if health {
+			p.SetOutcome(limiter.Outcome{Class: failure(ctx, p, err)})
+		}
 		t.releaseNow(p, r)
 		if p.Err() != nil {
 			return nil, fmt.Errorf("fetch: %s: %w (%w; %v)", req.URL, limiter.ErrPermitLost, robots.ErrNotFetched, err)
@@ -238,7 +244,7 @@ func (t *Transport) send(req *http.Request, p *limiter.Permit, r *Reservation, t
 	if sample {
 		out.TTFB = clk.ttfb()
 	}
-	resp.Body = t.heldBody(ctx, resp, p, r, clk, out, sample, stop)
+	resp.Body = t.heldBody(ctx, resp, p, r, clk, out, sample, health, stop)
 	return resp, nil
 }
 
@@ -259,12 +265,12 @@ func (t *Transport) requestContext(ctx context.Context, p *limiter.Permit, timeo
 }
 
 // heldBody wraps resp's body so that, when it is done, the request's
-// context ends (stop), the fetch is observed, p's outcome is set (out, with
-// the body's failure class, or its time to last byte when sample and the
-// body was read to its end), and p is released: after AbortGrace if the
+// context ends (stop), the fetch is observed, p's outcome is set with
+// health (out, with the body's failure class, or its time to last byte
+// when sample and the body was read to its end), and p is released: after AbortGrace if the
 // body was closed early, as the site sends on until it notices; by its
 // owner with its settlement when p is r's (Reservation.ReleaseOn).
-func (t *Transport) heldBody(ctx context.Context, resp *http.Response, p *limiter.Permit, r *Reservation, clk *timing, out limiter.Outcome, sample bool, stop func()) *permitBody {
+func (t *Transport) heldBody(ctx context.Context, resp *http.Response, p *limiter.Permit, r *Reservation, clk *timing, out limiter.Outcome, sample, health bool, stop func()) *permitBody {
 	site := p.Site()
 	empty := resp.ContentLength == 0 // nothing the site could still be sending
 	body := &permitBody{ReadCloser: resp.Body}
@@ -278,7 +284,9 @@ func (t *Transport) heldBody(ctx context.Context, resp *http.Response, p *limite
 		} else if sample && (!early || empty) {
 			out.TTLB = clk.ttlb()
 		}
-		p.SetOutcome(out)
+		if health {
+			p.SetOutcome(out)
+		}
 		if early && !empty {
 			// Hung up before the end: the site goes on sending until it
 			// notices, so its slot is not free yet.
