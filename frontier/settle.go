@@ -207,14 +207,30 @@ func (f *Frontier) nextOf(ctx context.Context, lay *layout, sh *shard, a answer)
 // nodes would get their part beside the item's node and not before it, the
 // adds go one round trip earlier: otherwise a worker could see the whole
 // crawl empty between the settlement and the links' arrival, and stop.
+// There, when an add fails (its node timed out, failed over, was down),
+// the item's own call is not sent, and fails with errLinksLost: the item
+// stays in flight and is handed out again after the visibility timeout,
+// its page fetched again and its links with it, where a settlement would
+// have lost them.
 func (f *Frontier) send(ctx context.Context, also func(redis.Pipeliner) func() error, adds []*call, own *call) (after func() error) {
 	if _, cluster := f.rdb.(*redis.ClusterClient); !cluster || len(adds) == 0 {
 		return f.pipelined(ctx, also, append(adds, own)...)
 	}
 	first := f.pipelined(ctx, also, adds...)
+	for _, c := range adds {
+		if err := c.cmd.Err(); err != nil {
+			own.cmd = redis.NewCmd(ctx)
+			own.cmd.SetErr(fmt.Errorf("%w: %w", errLinksLost, err))
+			return first
+		}
+	}
 	f.pipelined(ctx, nil, own)
 	return first
 }
+
+// errLinksLost: a settlement was not sent because its links to other
+// shards could not be queued (send).
+var errLinksLost = errors.New("links to other shards not queued; the item comes back after the visibility timeout")
 
 // alone runs also's commands in a round trip of their own (a settlement
 // that failed before its own round trip must still release its permit).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -533,5 +534,86 @@ func TestHeldOffCrawlKept(t *testing.T) {
 	got, err := nextSoon(ctx, f, 2*time.Second)
 	if err != nil || got.URL != it.URL {
 		t.Fatalf("after the hold-off: %+v, %v; want %s", got, err, it.URL)
+	}
+}
+
+// failAdds fails, while armed, a node's pipelines that carry add calls and
+// no settlement, sending nothing: that node's part of a settlement is lost.
+type failAdds struct{ armed *atomic.Bool }
+
+func (h failAdds) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h failAdds) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h failAdds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		adds, settles := false, false
+		for _, c := range cmds {
+			adds = adds || addScript.Is(c)
+			settles = settles || settleScript.Is(c)
+		}
+		if adds && !settles && h.armed.Load() {
+			err := errors.New("injected: node unreachable")
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// On a Cluster a settlement whose links to other shards could not be
+// queued is not sent: the item stays in flight, comes back after the
+// visibility timeout, and its links are queued when it is settled again.
+// Sent anyway, it settled the item and the links were never crawled.
+func TestClusterLinksLostKeepItem(t *testing.T) {
+	rc, err := redistest.StartCluster(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), MaxRetries: -1})
+	defer cc.Close()
+	var armed atomic.Bool
+	cc.OnNewNode(func(c *redis.Client) { c.AddHook(failAdds{armed: &armed}) })
+	ctx := ctxT(t)
+	f := New(cc, &Options{Crawl: "cluster-lost", Visibility: 300 * time.Millisecond})
+	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(site string) string {
+		c, err := cc.MasterForKey(ctx, shardOf(t, f, site).keys[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Options().Addr
+	}
+	var links []string
+	for i := 0; len(links) < 6 && i < 1000; i++ {
+		if l := fmt.Sprintf("l%d.example", i); node(l) != node(it.Site) {
+			links = append(links, "http://"+l+"/")
+		}
+	}
+	armed.Store(true)
+	r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Links: links})
+	armed.Store(false)
+	if !errors.Is(r.Settled, errLinksLost) {
+		t.Fatalf("settling with its links' nodes failing: %v; want errLinksLost", r.Settled)
+	}
+	if st, err := f.Stats(ctx); err != nil || st.InFlight != 1 || st.Done != 0 {
+		t.Fatalf("after the failed settlement: %+v, %v; want the item still in flight, nothing done", st, err)
+	}
+	again, err := nextSoon(ctx, f, time.Second)
+	if err != nil || again.URL != it.URL {
+		t.Fatalf("after the visibility timeout: %+v, %v; want %s again", again, err, it.URL)
+	}
+	if r := f.Settle(ctx, Settlement{Item: again, Outcome: Fetched, Links: links}); r.Settled != nil {
+		t.Fatal(r.Settled)
+	}
+	if got := drain(t, ctx, f); len(got) != len(links) {
+		t.Fatalf("crawled %v after the second settlement; want the %d links", got, len(links))
 	}
 }
