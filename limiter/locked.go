@@ -211,17 +211,16 @@ func (l *Limiter) unlock(k keys, token string) {
 	ownedkey.Delete(ctx, l.rdb, k.lock, token)
 }
 
-// drop removes the tickets' entries from both sets, best effort: if this
-// fails they expire after one lease.
+// drop takes the tickets' entries out, best effort (if this fails they
+// expire after one lease), as a waiter gives up (release.lua): a release
+// made since locked.lua wrote them may have told one of them it had moved
+// into the first limit places, and the entry taken out then tells those it
+// lets in; plain ZREMs told nobody, and a waiter behind it sat until its
+// poll with a slot free.
 func (l *Limiter) drop(k keys, ts []*ticket) {
-	ids := make([]any, len(ts))
-	for i, t := range ts {
-		ids[i] = t.id
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	pipe := l.rdb.Pipeline()
-	pipe.ZRem(ctx, k.owners, ids...)
-	pipe.ZRem(ctx, k.holders, ids...)
-	pipe.Exec(ctx)
+	for _, t := range ts {
+		l.leave(ctx, k, t.id, t.rule, false, Outcome{})
+	}
 }

@@ -399,3 +399,54 @@ func TestLockedScriptReplyStands(t *testing.T) {
 	}
 	wantNoEntries(t, rdb, l, "lost.example", "")
 }
+
+// A TryAcquire entry locked.lua wrote and found busy is taken out as a
+// waiter gives up, telling whoever that lets in: a release between the
+// two can have moved it into the first limit places, ahead of a waiter
+// that its leaving then lets in. With plain ZREMs that waiter sat until
+// its poll with a slot free.
+func TestLockedBusyDropWakes(t *testing.T) {
+	ctx := ctxT(t)
+	opts := Options{Mode: ModeLocked, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true}
+	rdb := newClient(t)
+	a := newLimiter(t, rdb, opts)
+	opts.Prefix = a.opts.prefix()
+	b := newLimiter(t, newClient(t), opts)
+	site, rule := "busydrop.example", Rule{Limit: 2}
+	h1, err := a.Acquire(ctx, site, rule.Limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := a.Acquire(ctx, site, rule.Limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Release(ctx)
+	// A busy TryAcquire entry of a's, as locked.lua leaves it until drop
+	// takes it out: third in line, ahead of the waiter to come.
+	k := keysFor(a.opts.prefix(), site)
+	busy := &ticket{id: a.hub.newID(), rule: rule}
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rdb.Incr(ctx, k.counter).Val()
+	rdb.ZAdd(ctx, k.holders, redis.Z{Score: float64(now.UnixMilli()), Member: busy.id})
+	rdb.ZAdd(ctx, k.owners, redis.Z{Score: float64(c), Member: busy.id})
+	got := waiter(ctx, b, site, rule.Limit)
+	waitFor(t, "the waiter to queue", func() bool { _, o := members(t, rdb, a, site); return len(o) == 4 })
+	if err := h1.Release(ctx); err != nil { // tells h2 and the busy entry; the waiter is third
+		t.Fatal(err)
+	}
+	start := time.Now()
+	a.drop(k, []*ticket{busy}) // the waiter is second now: its turn
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * time.Second):
+		err := <-got
+		t.Fatalf("the waiter the busy entry's drop let in was granted after %s (%v); want it told at once", time.Since(start), err)
+	}
+}
