@@ -48,6 +48,11 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outco
 	l.hub.listen()
 	lease, poll, now := l.opts.lease(), l.opts.poll(), l.opts.now()
 	beat, hint := o.sent, o.wait
+	// mixed: a wake-up came from a release under a higher limit than
+	// ours (a robots.txt fetch's 1 in a line of pages' 3). Such a release
+	// tells nobody once the line fits under its own limit, so this waiter
+	// could reach its turn untold: it looks every mixedPoll from then on.
+	mixed := false
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -62,6 +67,7 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outco
 		case g := <-grants:
 			if g.wait > 0 || g.limit > eff.Limit {
 				hint = max(g.wait, time.Millisecond) // crawl delay, or another limit: check then
+				mixed = mixed || g.limit > eff.Limit
 				continue
 			}
 			// The releaser saw us among the first g.limit places, after
@@ -91,8 +97,16 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outco
 			return nil, errPlaceLost
 		}
 		beat, hint, rule, eff = o.sent, o.wait, o.rule, o.eff
+		if mixed {
+			hint = min(hint, mixedPoll)
+		}
 	}
 }
+
+// mixedPoll is how often a waiter in a line of higher limits than its own
+// looks at its place (wait's mixed): a robots.txt fetch waits behind a
+// site's pages for some of their fetches, a few looks a second.
+const mixedPoll = 25 * time.Millisecond
 
 // giveUp removes a waiter's place (which may already have reached the front:
 // the release then lets the next one in). Best effort: if Redis does not

@@ -1,0 +1,57 @@
+package limiter
+
+import (
+	"testing"
+	"time"
+)
+
+// A waiter held to a lower limit than the holders ahead of it (a
+// robots.txt fetch at 1 behind pages at 3) gets its turn soon after the
+// holders leave, though the last releases, under 3, tell nobody once the
+// line fits under 3: told once by a release under 3, it looks often.
+func TestLowerLimitWaiterGetsItsTurn(t *testing.T) {
+	forModes(t, func(t *testing.T, mode Mode) {
+		ctx := ctxT(t)
+		opts := Options{Mode: mode, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true}
+		a := newLimiter(t, newClient(t), opts)
+		opts.Prefix = a.opts.prefix()
+		b := newLimiter(t, newClient(t), opts)
+		site := "lower.example"
+		var held []*Permit
+		for range 3 {
+			p, err := a.Acquire(ctx, site, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, p)
+		}
+		got := waiter(ctx, b, site, 1) // fourth in line, held to 1
+		waitFor(t, "the waiter to queue", func() bool { _, o := members(t, a.rdb, a, site); return len(o) == 4 })
+		// and its process to listen: a wake-up published before is lost
+		// (the subscription's nudge makes up for it, under no limit).
+		waitFor(t, "the waiter's process to listen", func() bool {
+			n, err := a.rdb.PubSubNumSub(ctx, b.hub.ch).Result()
+			return err == nil && n[b.hub.ch] > 0
+		})
+		// The first release tells the waiter (now third) under 3: not its
+		// turn under 1. The last two leave the line under 3 and tell nobody.
+		for i, p := range held {
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				time.Sleep(300 * time.Millisecond) // the waiter looks (1 ms on), finds itself second
+			}
+		}
+		start := time.Now()
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(3 * time.Second):
+			err := <-got
+			t.Fatalf("the waiter held to 1, alone in line, was granted after %s (%v); want it within a few looks", time.Since(start), err)
+		}
+	})
+}
