@@ -109,10 +109,10 @@ var (
 		"next": nextLua, "add": addLua, "settle": settleLua, "hold": holdLua, "meta": metaLua, "register": registerLua,
 	})
 
-	nextScript   = lib.Script("next").Once()
+	nextScript   = lib.Script("next")
 	addScript    = lib.Script("add")
-	settleScript = lib.Script("settle").Once()
-	holdScript   = lib.Script("hold").Once()
+	settleScript = lib.Script("settle")
+	holdScript   = lib.Script("hold")
 	// meta.lua and register.lua are on keys of their own, not a shard's
 	// (they use none of common.lua).
 	metaScript     = lib.Script("meta")

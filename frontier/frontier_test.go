@@ -500,39 +500,3 @@ func shardOf(t testing.TB, f *Frontier, site string) *shard {
 	}
 	return lay.of(site)
 }
-
-// A Redis that stalls past the client's read timeout while a Next is on
-// its way takes one item for it, not one per try: the take is sent once
-// (luafn.Script.Once), where go-redis's retries each took another that
-// nobody held until the visibility timeout.
-func TestStalledNextTakesOnce(t *testing.T) {
-	ctx := ctxT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 200 * time.Millisecond, MaxRetries: 3})
-	defer rdb.Close()
-	f := New(rdb, &Options{Crawl: fmt.Sprintf("stall.%d", crawls.Add(1)), Shards: 1})
-	var all []string
-	for i := range 8 {
-		all = append(all, fmt.Sprintf("http://st%d.example/", i))
-	}
-	if _, err := f.Add(ctx, 0, all...); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := time.AfterFunc(500*time.Millisecond, func() { srv.Resume() })
-	defer resumed.Stop()
-	_, err := f.Next(ctx)
-	t.Logf("Next through a 500ms stall, read timeout 200ms: %v", err)
-	<-time.After(600 * time.Millisecond) // past the stall, and every try run
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := f.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.InFlight > 1 {
-		t.Fatalf("%d items in flight after one Next; want at most the one it took", st.InFlight)
-	}
-}

@@ -92,51 +92,6 @@ func (l *Library) On(c redis.Cmdable) *Conn {
 type Script struct {
 	fn     string        // its function's name
 	script *redis.Script // the same code as a script
-	once   bool          // its FCALLs are never sent again by go-redis (Once)
-}
-
-// Once is s with its calls, as functions, sent at most once: go-redis
-// sends a command again, on its own (MaxRetries), after a failure that
-// may come after Redis ran it (a read timeout, a connection cut after the
-// write); for a script that takes something, such as a frontier's next
-// item, the second run takes a second one, which nobody then holds. The
-// failure is then the caller's, as any other. (Where the library runs as
-// scripts, on a Redis without Functions, go-redis retries as it does.)
-func (s *Script) Once() *Script {
-	c := *s
-	c.once = true
-	return &c
-}
-
-// onceCmd is a command go-redis never sends a second time (NoRetry).
-type onceCmd struct{ *redis.Cmd }
-
-func (onceCmd) NoRetry() bool { return true }
-
-// processor is what runs a command as it is: every go-redis client and
-// pipeline.
-type processor interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-}
-
-// fcall is FCALL of s on r (a client or a pipeline), sent at most once
-// when s is Once (and r can run a command as it is).
-func (s *Script) fcall(ctx context.Context, r redis.Cmdable, keys []string, args ...any) *redis.Cmd {
-	p, ok := r.(processor)
-	if !s.once || !ok {
-		return r.FCall(ctx, s.fn, keys, args...)
-	}
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, "fcall", s.fn, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	cmd := redis.NewCmd(ctx, append(a, args...)...)
-	if len(keys) > 0 {
-		cmd.SetFirstKeyPos(3) // as go-redis's FCall: a Cluster routes it by its first key
-	}
-	p.Process(ctx, onceCmd{cmd}) // its outcome is cmd's
-	return cmd
 }
 
 // NewLibrary is the library named prefix (letters, digits and '_') of the
@@ -320,7 +275,7 @@ func (s *Script) Run(ctx context.Context, c *Conn, keys []string, args ...any) *
 	if !c.Functions(ctx) {
 		return s.script.Run(ctx, c.c, keys, args...)
 	}
-	cmd := s.fcall(ctx, c.c, keys, args...)
+	cmd := c.c.FCall(ctx, s.fn, keys, args...)
 	if fcallRefused(cmd.Err()) {
 		c.mode.Store(modeScripts) // for good (Rerun does the same after a pipeline)
 		return s.script.Run(ctx, c.c, keys, args...)
@@ -345,7 +300,7 @@ func (s *Script) Rerun(ctx context.Context, c *Conn, keys []string, args ...any)
 		// own node may be up.)
 		return s.script.Eval(ctx, c.c, keys, args...)
 	}
-	cmd := s.fcall(ctx, c.c, keys, args...)
+	cmd := c.c.FCall(ctx, s.fn, keys, args...)
 	if Missing(cmd.Err()) {
 		if fcallRefused(cmd.Err()) {
 			c.mode.Store(modeScripts) // for good, as when FUNCTION is refused
@@ -360,7 +315,7 @@ func (s *Script) Rerun(ctx context.Context, c *Conn, keys []string, args ...any)
 // then the call did nothing, and Rerun runs it again.
 func (s *Script) Queue(ctx context.Context, c *Conn, pipe redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
 	if c.Functions(ctx) {
-		return s.fcall(ctx, pipe, keys, args...)
+		return pipe.FCall(ctx, s.fn, keys, args...)
 	}
 	return s.script.EvalSha(ctx, pipe, keys, args...)
 }
