@@ -15,8 +15,10 @@ import (
 // the crawl is over, or else an *EmptyError saying how long until something
 // may be (a deferred site comes back, or an item in flight could be handed
 // out again). It costs one round trip when the shard tried has a ready
-// site, and at most three otherwise. After a Next that found nothing, the
-// next one reads all shards first: an idle worker's poll is one round trip.
+// site, and at most three otherwise (four, about once a minute, when the
+// process refreshes the crawl's keys while it finds nothing ready). After
+// a Next that found nothing, the next one reads all shards first: an idle
+// worker's poll is one round trip.
 func (f *Frontier) Next(ctx context.Context) (Item, error) {
 	lay, err := f.layout(ctx)
 	if err != nil {
@@ -65,10 +67,11 @@ func (f *Frontier) nextCall(sh *shard) *call {
 func (f *Frontier) elsewhere(ctx context.Context, lay *layout, tried *shard, empty *EmptyError) (Item, error) {
 	it, err := f.probeNext(ctx, lay, tried, empty)
 	f.idle.Store(err != nil)
-	if err != nil && f.keepDue() {
+	if e, ok := err.(*EmptyError); ok && (e.Queued > 0 || e.InFlight > 0) && f.keepDue() {
 		// Nothing to take, so no script call of this process's keeps the
 		// crawl's keys: a crawl whose every site waits out a long hold-off
-		// makes none anywhere.
+		// makes none anywhere. Not a crawl seen empty (done, or deleted):
+		// that would make its keys again.
 		f.pipelined(ctx, nil)
 	}
 	return it, err

@@ -76,7 +76,10 @@ var outcomes = map[Outcome]string{Fetched: "fetched", Skipped: "skipped", Retry:
 // each other shard the links belong to. When the item's shard has nothing
 // ready, Next looks at the other shards as Next does (one or two more round
 // trips). The links are admitted even when the item was no longer held
-// (ErrLost in Settled).
+// (ErrLost in Settled). On a Cluster, when links for another node's shard
+// could not be queued for a while (its node timed out, was down or
+// migrating), the item is not settled: Settled says so, and the item is
+// handed out again after the visibility timeout (see send).
 func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 	lay, err := f.layout(ctx)
 	if err != nil {
@@ -207,25 +210,44 @@ func (f *Frontier) nextOf(ctx context.Context, lay *layout, sh *shard, a answer)
 // nodes would get their part beside the item's node and not before it, the
 // adds go one round trip earlier: otherwise a worker could see the whole
 // crawl empty between the settlement and the links' arrival, and stop.
-// There, when an add fails (its node timed out, failed over, was down),
-// the item's own call is not sent, and fails with errLinksLost: the item
-// stays in flight and is handed out again after the visibility timeout,
-// its page fetched again and its links with it, where a settlement would
-// have lost them.
+// There, when an add fails for a while only (its node timed out, was cut
+// off, failed over, or answered TRYAGAIN, CLUSTERDOWN, LOADING), the item's
+// own call is not sent, and fails with errLinksLost: the item stays in
+// flight and is handed out again after the visibility timeout, its page
+// fetched again and its links with it, where a settlement would have lost
+// them. An add its node refused for good (out of memory, an ACL) would
+// refuse the next time too: the item is settled, and the error says what
+// was lost.
 func (f *Frontier) send(ctx context.Context, also func(redis.Pipeliner) func() error, adds []*call, own *call) (after func() error) {
 	if _, cluster := f.rdb.(*redis.ClusterClient); !cluster || len(adds) == 0 {
 		return f.pipelined(ctx, also, append(adds, own)...)
 	}
 	first := f.pipelined(ctx, also, adds...)
 	for _, c := range adds {
-		if err := c.cmd.Err(); err != nil {
+		if err := c.cmd.Err(); err != nil && passing(err) {
 			own.cmd = redis.NewCmd(ctx)
 			own.cmd.SetErr(fmt.Errorf("%w: %w", errLinksLost, err))
+			f.failed(own) // its refresh, if it asked for one, is still to do
 			return first
 		}
 	}
 	f.pipelined(ctx, nil, own)
 	return first
+}
+
+// passing reports whether err may not come again: anything but an error
+// reply of Redis, or one that says the node or slot is busy for a while.
+func passing(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return true // a timeout, a connection cut or refused: no answer
+	}
+	for _, p := range []string{"TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "READONLY", "BUSY"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // errLinksLost: a settlement was not sent because its links to other

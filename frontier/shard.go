@@ -185,18 +185,19 @@ func (f *Frontier) refreshEvery() time.Duration { return min(time.Minute, f.o.TT
 // process: the shards' scripts keep their own keys, but cannot reach these
 // (other slots). It returns, to go in the same round trip, a call that
 // only refreshes (add.lua with nothing to add) for each shard this process
-// has not asked to refresh within that minute: one no worker calls, while
+// has not asked to refresh within two minutes: one no worker calls, while
 // every worker stays on shards with sites ready, would otherwise expire
 // with its queues and seen sets in the middle of the crawl, and its URLs
 // be lost. A shard another process refreshed in the last half minute is
 // left as it is (common.lua keep), so that costs a fleet little.
 func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) []*call {
 	lay := f.lay.Load()
-	if lay == nil || !f.keepDue() { // not joined yet (or invalid Options): layout records the crawl
+	if lay == nil { // not joined yet (or invalid Options): layout records the crawl
 		return nil
 	}
+	every := f.refreshEvery().Milliseconds()
 	now, last := time.Now().UnixMilli(), f.keptAt.Load()
-	if !f.keptAt.CompareAndSwap(last, now) {
+	if now-last < every || !f.keptAt.CompareAndSwap(last, now) {
 		return nil
 	}
 	pipe.PExpire(ctx, f.meta, f.o.TTL)
@@ -204,9 +205,10 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) []*call 
 	reg := f.registerCall()
 	registerEval.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
 	var idle []*call
-	every := f.refreshEvery().Milliseconds()
 	for _, sh := range lay.shards {
-		if now-sh.kept.Load() >= every {
+		// Twice the interval: a shard this process calls asks itself
+		// (args), and its refresh is not all moved into this round trip.
+		if now-sh.kept.Load() >= 2*every {
 			idle = append(idle, f.newCall(addScript, sh, []float64{0}))
 		}
 	}

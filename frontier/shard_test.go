@@ -539,7 +539,10 @@ func TestHeldOffCrawlKept(t *testing.T) {
 
 // failAdds fails, while armed, a node's pipelines that carry add calls and
 // no settlement, sending nothing: that node's part of a settlement is lost.
-type failAdds struct{ armed *atomic.Bool }
+type failAdds struct {
+	armed *atomic.Bool
+	err   error // nil: a connection error
+}
 
 func (h failAdds) DialHook(next redis.DialHook) redis.DialHook          { return next }
 func (h failAdds) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
@@ -551,7 +554,10 @@ func (h failAdds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 			settles = settles || settleScript.Is(c)
 		}
 		if adds && !settles && h.armed.Load() {
-			err := errors.New("injected: node unreachable")
+			err := h.err
+			if err == nil {
+				err = errors.New("injected: node unreachable")
+			}
 			for _, c := range cmds {
 				c.SetErr(err)
 			}
@@ -615,5 +621,77 @@ func TestClusterLinksLostKeepItem(t *testing.T) {
 	}
 	if got := drain(t, ctx, f); len(got) != len(links) {
 		t.Fatalf("crawled %v after the second settlement; want the %d links", got, len(links))
+	}
+}
+
+// oomReply is an error reply of Redis, as go-redis returns one.
+type oomReply struct{}
+
+func (oomReply) Error() string { return "OOM command not allowed when used memory > 'maxmemory'." }
+func (oomReply) RedisError()   {}
+
+// An add its node refuses for good (out of memory) would be refused again:
+// the settlement goes ahead, and says which links were lost, instead of
+// the page coming back every visibility timeout for ever.
+func TestClusterLinksRefusedSettles(t *testing.T) {
+	rc, err := redistest.StartCluster(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), MaxRetries: -1})
+	defer cc.Close()
+	var armed atomic.Bool
+	cc.OnNewNode(func(c *redis.Client) { c.AddHook(failAdds{armed: &armed, err: oomReply{}}) })
+	ctx := ctxT(t)
+	f := New(cc, &Options{Crawl: "cluster-refused"})
+	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var links []string
+	for i := 0; len(links) < 6 && i < 1000; i++ {
+		l := fmt.Sprintf("l%d.example", i)
+		a, _ := cc.MasterForKey(ctx, shardOf(t, f, l).keys[0])
+		b, _ := cc.MasterForKey(ctx, shardOf(t, f, it.Site).keys[0])
+		if a != nil && b != nil && a.Options().Addr != b.Options().Addr {
+			links = append(links, "http://"+l+"/")
+		}
+	}
+	armed.Store(true)
+	r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Links: links})
+	armed.Store(false)
+	if r.Settled == nil || errors.Is(r.Settled, errLinksLost) || !strings.Contains(r.Settled.Error(), "OOM") {
+		t.Fatalf("settling with its links refused for good: %v; want the refusal, the item settled", r.Settled)
+	}
+	if st, err := f.Stats(ctx); err != nil || st.InFlight != 0 || st.Done != 1 {
+		t.Fatalf("after the settlement: %+v, %v; want the item done", st, err)
+	}
+}
+
+// A crawl deleted while a process sits idle on it (--forever) stays
+// deleted: the idle process's looks refresh nothing of a crawl seen empty.
+func TestDeletedCrawlStaysDeleted(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 4, TTL: 2 * time.Second}) // a refresh due every 500 ms
+	if _, err := f.Add(ctx, 0, "http://gone.example/1", "http://gone2.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, ctx, f)
+	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(end) {
+		if _, err := f.Next(ctx); err == nil {
+			t.Fatal("an item from a deleted crawl")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if keys, err := f.rdb.Keys(ctx, "*"+f.o.Crawl+"*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("after looks at the deleted crawl: keys %v, %v; want none", keys, err)
 	}
 }
