@@ -217,10 +217,18 @@ func (l *Limiter) unlock(k keys, token string) {
 // into the first limit places, and the entry taken out then tells those it
 // lets in; plain ZREMs told nobody, and a waiter behind it sat until its
 // poll with a slot free.
+// All in one round trip.
 func (l *Limiter) drop(k keys, ts []*ticket) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	for _, t := range ts {
-		l.leave(ctx, k, t.id, t.rule, false, Outcome{})
+	pipe := l.rdb.Pipeline()
+	replies := make([]func() (string, error), len(ts))
+	for i, t := range ts {
+		replies[i] = l.releaseOn(ctx, pipe, k, l.leaveArgs(t.id, t.rule, false, Outcome{}), nil)
+	}
+	pipe.Exec(ctx) // each reply tells its outcome
+	for i, t := range ts {
+		v, err := replies[i]()
+		l.left(k, t.rule, v, err) // wakes this process's waiters it lets in
 	}
 }

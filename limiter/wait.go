@@ -35,7 +35,8 @@ var errPlaceLost = errors.New("limiter: place in line lost")
 // lost) every waiter looks again at once: messages published before it was
 // live are lost. When no message comes (a holder died) the waiter looks
 // again when Redis said the oldest lease can run out, at its next
-// heartbeat, or after Options.Poll.
+// heartbeat, or after Options.Poll; one that a release under a higher
+// limit than its own told, and that is still behind, every mixedPoll.
 //
 // own is the rule the caller asked for; the rule a waiter is held to is own
 // tightened by the site's ceiling as the last visit to Redis found it
@@ -97,8 +98,8 @@ func (l *Limiter) wait(ctx context.Context, k keys, id string, own Rule, o outco
 			return nil, errPlaceLost
 		}
 		beat, hint, rule, eff = o.sent, o.wait, o.rule, o.eff
-		if mixed {
-			hint = min(hint, mixedPoll)
+		if mixed && o.rank >= o.eff.Limit {
+			hint = min(hint, mixedPoll) // behind holders, not waiting out a delay Redis timed
 		}
 	}
 }
