@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,4 +56,72 @@ func TestLowerLimitWaiterGetsItsTurn(t *testing.T) {
 			t.Fatalf("the waiter held to 1, alone in line, was granted after %s (%v); want it within a few looks", time.Since(start), err)
 		}
 	})
+}
+
+// Such a waiter, once in front and waiting out a hold-off Redis timed
+// (a backoff), waits for it, not every mixedPoll: it looks a few times in
+// a second, not 40.
+func TestLowerLimitWaiterWaitsOutHoldOff(t *testing.T) {
+	ctx := ctxT(t)
+	opts := Options{Mode: ModeAtomic, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true}
+	a := newLimiter(t, newClient(t), opts)
+	opts.Prefix = a.opts.prefix()
+	b := newLimiter(t, newClient(t), opts)
+	site := "holdoff.example"
+	var held []*Permit
+	for range 3 {
+		p, err := a.Acquire(ctx, site, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, p)
+	}
+	got := waiter(ctx, b, site, 1)
+	waitFor(t, "the waiter to queue", func() bool { _, o := members(t, a.rdb, a, site); return len(o) == 4 })
+	waitFor(t, "the waiter's process to listen", func() bool {
+		n, err := a.rdb.PubSubNumSub(ctx, b.hub.ch).Result()
+		return err == nil && n[b.hub.ch] > 0
+	})
+	for i, p := range held {
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			// That told the waiter under 3: it is mixed from then on, and
+			// behind holders, looking every mixedPoll. Then the site is
+			// held off, and the last holders leave: it is in front.
+			time.Sleep(100 * time.Millisecond)
+			if err := a.Backoff(ctx, site, 3*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // its look after the message, in front now
+	before := fcalls(t, a)
+	time.Sleep(time.Second)
+	if n := fcalls(t, a) - before; n > 10 {
+		t.Errorf("%d script calls in a second while the only waiter, in front, waited out a 3 s backoff; want a few", n)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fcalls is how many FCALLs (and EVALSHAs) Redis has run.
+func fcalls(t *testing.T, l *Limiter) int64 {
+	t.Helper()
+	info, err := l.rdb.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\r\n") {
+		if !strings.HasPrefix(line, "cmdstat_fcall:") && !strings.HasPrefix(line, "cmdstat_evalsha:") {
+			continue
+		}
+		f := strings.SplitN(strings.SplitN(line, ":", 2)[1], ",", 2)[0] // calls=N
+		v, _ := strconv.ParseInt(strings.TrimPrefix(f, "calls="), 10, 64)
+		n += v
+	}
+	return n
 }
