@@ -43,11 +43,6 @@ end
 
 local added = 0
 local size = own_nums(1)
-if size == 0 and #ARGV < 3 and redis.call('EXISTS', K[1]) == 0 then
-  -- Only a refresh (keepCrawl), of a shard whose keys are gone (the crawl
-  -- deleted, or expired): not made again.
-  return reply(1, 0, 0)
-end
 if size ~= 0 then
   if size > scope() then
     redis.call('HSET', K[3], 'scope', int_text(size))

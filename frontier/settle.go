@@ -236,13 +236,14 @@ func (f *Frontier) send(ctx context.Context, also func(redis.Pipeliner) func() e
 }
 
 // passing reports whether err may not come again: anything but an error
-// reply of Redis, or one that says the node or slot is busy for a while.
+// reply of Redis, or one that says the node or slot is busy, moving or
+// full for a while (go-redis strips a reply's leading "ERR ").
 func passing(err error) bool {
 	var reply redis.Error
 	if !errors.As(err, &reply) {
 		return true // a timeout, a connection cut or refused: no answer
 	}
-	for _, p := range []string{"TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "READONLY", "BUSY"} {
+	for _, p := range []string{"TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "READONLY", "BUSY", "MOVED", "ASK", "NOREPLICAS", "max number of clients"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true
 		}

@@ -695,3 +695,44 @@ func TestDeletedCrawlStaysDeleted(t *testing.T) {
 		t.Fatalf("after looks at the deleted crawl: keys %v, %v; want none", keys, err)
 	}
 }
+
+// A shard that a refresh-only call (keepCrawl) reaches before any URL of
+// it is added gets its keys with the crawl's TTL, as the later call that
+// adds one no longer asks for a refresh itself.
+func TestRefreshBeforeFirstAddKeepsTTL(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 2, TTL: 2 * time.Second}) // a refresh due every 500 ms
+	lay, err := f.layout(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := func(sh *shard) string {
+		for i := range 1000 {
+			if s := fmt.Sprintf("r%d.example", i); lay.of(s) == sh {
+				return s
+			}
+		}
+		t.Fatal("no site for the shard")
+		return ""
+	}
+	first, second := site(lay.shards[0]), site(lay.shards[1])
+	if _, err := f.Add(ctx, 0, "http://"+first+"/1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond)
+	if _, err := f.Add(ctx, 0, "http://"+first+"/2"); err != nil { // its round trip refreshes the other shard too
+		t.Fatal(err)
+	}
+	if _, err := f.Add(ctx, 0, "http://"+second+"/1"); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := f.rdb.Keys(ctx, "*"+f.o.Crawl+"}*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys %v, %v", keys, err)
+	}
+	for _, k := range keys {
+		if ttl, err := f.rdb.PTTL(ctx, k).Result(); err != nil || ttl <= 0 {
+			t.Errorf("%s: TTL %v, %v; want the crawl's", k, ttl, err)
+		}
+	}
+}
