@@ -267,9 +267,10 @@ func (t *Transport) requestContext(ctx context.Context, p *limiter.Permit, timeo
 // heldBody wraps resp's body so that, when it is done, the request's
 // context ends (stop), the fetch is observed, p's outcome is set with
 // health (out, with the body's failure class, or its time to last byte
-// when sample and the body was read to its end), and p is released: after AbortGrace if the
-// body was closed early, as the site sends on until it notices; by its
-// owner with its settlement when p is r's (Reservation.ReleaseOn).
+// when sample and the body was read to its end), and p is released:
+// after AbortGrace if the body was closed early, as the site sends on
+// until it notices; by its owner with its settlement when p is r's
+// (Reservation.ReleaseOn).
 func (t *Transport) heldBody(ctx context.Context, resp *http.Response, p *limiter.Permit, r *Reservation, clk *timing, out limiter.Outcome, sample, health bool, stop func()) *permitBody {
 	site := p.Site()
 	empty := resp.ContentLength == 0 // nothing the site could still be sending

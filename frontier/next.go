@@ -67,7 +67,7 @@ func (f *Frontier) nextCall(sh *shard) *call {
 func (f *Frontier) elsewhere(ctx context.Context, lay *layout, tried *shard, empty *EmptyError) (Item, error) {
 	it, err := f.probeNext(ctx, lay, tried, empty)
 	f.idle.Store(err != nil)
-	if e, ok := err.(*EmptyError); ok && (e.Queued > 0 || e.InFlight > 0) && f.keepDue() {
+	if e, ok := err.(*EmptyError); ok && (e.Queued > 0 || e.InFlight > 0) && f.keepDue(time.Now().UnixMilli(), f.keptAt.Load()) {
 		// Nothing to take, so no script call of this process's keeps the
 		// crawl's keys: a crawl whose every site waits out a long hold-off
 		// makes none anywhere. Not a crawl seen empty (done, or deleted):

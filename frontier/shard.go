@@ -197,7 +197,7 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) []*call 
 	}
 	every := f.refreshEvery().Milliseconds()
 	now, last := time.Now().UnixMilli(), f.keptAt.Load()
-	if now-last < every || !f.keptAt.CompareAndSwap(last, now) {
+	if !f.keepDue(now, last) || !f.keptAt.CompareAndSwap(last, now) {
 		return nil
 	}
 	pipe.PExpire(ctx, f.meta, f.o.TTL)
@@ -215,10 +215,10 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) []*call 
 	return idle
 }
 
-// keepDue reports whether the process's next round trip refreshes the
-// crawl's TTLs (keepCrawl).
-func (f *Frontier) keepDue() bool {
-	return time.Now().UnixMilli()-f.keptAt.Load() >= f.refreshEvery().Milliseconds()
+// keepDue reports whether a round trip at now (unix ms) refreshes the
+// crawl's TTLs (keepCrawl), the last refresh having been at last.
+func (f *Frontier) keepDue(now, last int64) bool {
+	return now-last >= f.refreshEvery().Milliseconds()
 }
 
 // batch is the add.lua quadruples of one shard's new URLs, and their
