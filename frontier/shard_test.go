@@ -298,14 +298,7 @@ func (h slowAdds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // settlement (one pipeline split over the nodes), they arrived after it,
 // and the poller got ErrDone.
 func TestClusterLinksBeforeSettlement(t *testing.T) {
-	rc, err := redistest.StartCluster(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs()})
-	defer cc.Close()
-	cc.OnNewNode(func(c *redis.Client) { c.AddHook(slowAdds{d: 300 * time.Millisecond}) })
+	cc := hookedCluster(t, 0, slowAdds{d: 300 * time.Millisecond})
 	ctx := ctxT(t)
 	f := New(cc, &Options{Crawl: "cluster-order"})
 	// Every node learns the scripts first: a pipelined call that finds
@@ -326,19 +319,7 @@ func TestClusterLinksBeforeSettlement(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Links on shards of other nodes only: the item's node answers at once.
-	node := func(site string) string {
-		c, err := cc.MasterForKey(ctx, shardOf(t, f, site).keys[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.Options().Addr
-	}
-	var links []string
-	for i := 0; len(links) < 12 && i < 1000; i++ {
-		if l := fmt.Sprintf("l%d.example", i); node(l) != node(it.Site) {
-			links = append(links, "http://"+l+"/")
-		}
-	}
+	links := linksOffNode(t, ctx, cc, f, it.Site, 12)
 	settled := make(chan Result, 1)
 	go func() { settled <- f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Links: links}) }()
 	poller := New(cc, &Options{Crawl: "cluster-order"})
@@ -537,6 +518,59 @@ func TestHeldOffCrawlKept(t *testing.T) {
 	}
 }
 
+// hookedCluster is a client of a 3-master test Cluster started for t, with
+// hook on every node's client and go-redis's retries as maxRetries says.
+func hookedCluster(t *testing.T, maxRetries int, hook redis.Hook) *redis.ClusterClient {
+	t.Helper()
+	rc, err := redistest.StartCluster(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), MaxRetries: maxRetries})
+	t.Cleanup(func() { cc.Close() })
+	cc.OnNewNode(func(c *redis.Client) { c.AddHook(hook) })
+	return cc
+}
+
+// linksOffNode is n links (fewer if 1,000 names do not give them) to sites
+// whose shards are on other masters than site's.
+func linksOffNode(t *testing.T, ctx context.Context, cc *redis.ClusterClient, f *Frontier, site string, n int) []string {
+	t.Helper()
+	node := func(site string) string {
+		c, err := cc.MasterForKey(ctx, shardOf(t, f, site).keys[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Options().Addr
+	}
+	var links []string
+	for i := 0; len(links) < n && i < 1000; i++ {
+		if l := fmt.Sprintf("l%d.example", i); node(l) != node(site) {
+			links = append(links, "http://"+l+"/")
+		}
+	}
+	return links
+}
+
+// failingLinks is a crawl on a 3-master Cluster whose nodes fail add
+// pipelines with err while armed (failAdds), one item of it taken, and
+// links for it on other masters.
+func failingLinks(t *testing.T, ctx context.Context, o Options, err error) (f *Frontier, it Item, links []string, armed *atomic.Bool) {
+	t.Helper()
+	armed = new(atomic.Bool)
+	cc := hookedCluster(t, -1, failAdds{armed: armed, err: err})
+	f = New(cc, &o)
+	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	it, nerr := f.Next(ctx)
+	if nerr != nil {
+		t.Fatal(nerr)
+	}
+	return f, it, linksOffNode(t, ctx, cc, f, it.Site, 6), armed
+}
+
 // failAdds fails, while armed, a node's pipelines that carry add calls and
 // no settlement, sending nothing: that node's part of a settlement is lost.
 type failAdds struct {
@@ -572,37 +606,8 @@ func (h failAdds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // visibility timeout, and its links are queued when it is settled again.
 // Sent anyway, it settled the item and the links were never crawled.
 func TestClusterLinksLostKeepItem(t *testing.T) {
-	rc, err := redistest.StartCluster(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), MaxRetries: -1})
-	defer cc.Close()
-	var armed atomic.Bool
-	cc.OnNewNode(func(c *redis.Client) { c.AddHook(failAdds{armed: &armed}) })
 	ctx := ctxT(t)
-	f := New(cc, &Options{Crawl: "cluster-lost", Visibility: 300 * time.Millisecond})
-	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
-		t.Fatal(err)
-	}
-	it, err := f.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := func(site string) string {
-		c, err := cc.MasterForKey(ctx, shardOf(t, f, site).keys[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.Options().Addr
-	}
-	var links []string
-	for i := 0; len(links) < 6 && i < 1000; i++ {
-		if l := fmt.Sprintf("l%d.example", i); node(l) != node(it.Site) {
-			links = append(links, "http://"+l+"/")
-		}
-	}
+	f, it, links, armed := failingLinks(t, ctx, Options{Crawl: "cluster-lost", Visibility: 300 * time.Millisecond}, nil)
 	armed.Store(true)
 	r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Links: links})
 	armed.Store(false)
@@ -634,33 +639,8 @@ func (oomReply) RedisError()   {}
 // the settlement goes ahead, and says which links were lost, instead of
 // the page coming back every visibility timeout for ever.
 func TestClusterLinksRefusedSettles(t *testing.T) {
-	rc, err := redistest.StartCluster(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), MaxRetries: -1})
-	defer cc.Close()
-	var armed atomic.Bool
-	cc.OnNewNode(func(c *redis.Client) { c.AddHook(failAdds{armed: &armed, err: oomReply{}}) })
 	ctx := ctxT(t)
-	f := New(cc, &Options{Crawl: "cluster-refused"})
-	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
-		t.Fatal(err)
-	}
-	it, err := f.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var links []string
-	for i := 0; len(links) < 6 && i < 1000; i++ {
-		l := fmt.Sprintf("l%d.example", i)
-		a, _ := cc.MasterForKey(ctx, shardOf(t, f, l).keys[0])
-		b, _ := cc.MasterForKey(ctx, shardOf(t, f, it.Site).keys[0])
-		if a != nil && b != nil && a.Options().Addr != b.Options().Addr {
-			links = append(links, "http://"+l+"/")
-		}
-	}
+	f, it, links, armed := failingLinks(t, ctx, Options{Crawl: "cluster-refused"}, oomReply{})
 	armed.Store(true)
 	r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Links: links})
 	armed.Store(false)

@@ -99,6 +99,23 @@ func wantGranted(t *testing.T, got <-chan error) {
 	}
 }
 
+// wantGrantedWithin fails the test unless waiter's permit is granted and
+// released within d (what names the waiter); past d it waits for the
+// waiter to end (its poll) and says how long it took.
+func wantGrantedWithin(t *testing.T, got <-chan error, d time.Duration, what string) {
+	t.Helper()
+	start := time.Now()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(d):
+		err := <-got
+		t.Fatalf("%s was granted after %s (%v); want it within %s", what, time.Since(start), err, d)
+	}
+}
+
 // releaseOn releases p on a pipeline of rdb that also carries an unrelated
 // command, as the crawl's settlement does, and returns after's result.
 func releaseOn(t testing.TB, ctx context.Context, rdb redis.UniversalClient, ps ...*Permit) []error {

@@ -14,27 +14,7 @@ import (
 func TestLowerLimitWaiterGetsItsTurn(t *testing.T) {
 	forModes(t, func(t *testing.T, mode Mode) {
 		ctx := ctxT(t)
-		opts := Options{Mode: mode, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true}
-		a := newLimiter(t, newClient(t), opts)
-		opts.Prefix = a.opts.prefix()
-		b := newLimiter(t, newClient(t), opts)
-		site := "lower.example"
-		var held []*Permit
-		for range 3 {
-			p, err := a.Acquire(ctx, site, 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			held = append(held, p)
-		}
-		got := waiter(ctx, b, site, 1) // fourth in line, held to 1
-		waitFor(t, "the waiter to queue", func() bool { _, o := members(t, a.rdb, a, site); return len(o) == 4 })
-		// and its process to listen: a wake-up published before is lost
-		// (the subscription's nudge makes up for it, under no limit).
-		waitFor(t, "the waiter's process to listen", func() bool {
-			n, err := a.rdb.PubSubNumSub(ctx, b.hub.ch).Result()
-			return err == nil && n[b.hub.ch] > 0
-		})
+		_, held, got := mixedLine(t, mode, "lower.example")
 		// The first release tells the waiter (now third) under 3: not its
 		// turn under 1. The last two leave the line under 3 and tell nobody.
 		for i, p := range held {
@@ -45,30 +25,22 @@ func TestLowerLimitWaiterGetsItsTurn(t *testing.T) {
 				time.Sleep(300 * time.Millisecond) // the waiter looks (1 ms on), finds itself second
 			}
 		}
-		start := time.Now()
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(3 * time.Second):
-			err := <-got
-			t.Fatalf("the waiter held to 1, alone in line, was granted after %s (%v); want it within a few looks", time.Since(start), err)
-		}
+		wantGrantedWithin(t, got, 3*time.Second, "the waiter held to 1, alone in line")
 	})
 }
 
-// Such a waiter, once in front and waiting out a hold-off Redis timed
-// (a backoff), waits for it, not every mixedPoll: it looks a few times in
-// a second, not 40.
-func TestLowerLimitWaiterWaitsOutHoldOff(t *testing.T) {
+// mixedLine is a site of two processes' limiters, a and b (Poll 10 s), with
+// 3 permits of a held under limit 3 and, fourth in line, a waiter of b held
+// to 1, queued and its process listening (a wake-up published before is
+// lost; the subscription's nudge makes up for it, under no limit). got
+// ends with the waiter's permit.
+func mixedLine(t *testing.T, mode Mode, site string) (a *Limiter, held []*Permit, got <-chan error) {
+	t.Helper()
 	ctx := ctxT(t)
-	opts := Options{Mode: ModeAtomic, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true}
-	a := newLimiter(t, newClient(t), opts)
+	opts := Options{Mode: mode, Lease: 30 * time.Second, Poll: 10 * time.Second, NoRestartGuard: true}
+	a = newLimiter(t, newClient(t), opts)
 	opts.Prefix = a.opts.prefix()
 	b := newLimiter(t, newClient(t), opts)
-	site := "holdoff.example"
-	var held []*Permit
 	for range 3 {
 		p, err := a.Acquire(ctx, site, 3)
 		if err != nil {
@@ -76,12 +48,22 @@ func TestLowerLimitWaiterWaitsOutHoldOff(t *testing.T) {
 		}
 		held = append(held, p)
 	}
-	got := waiter(ctx, b, site, 1)
+	got = waiter(ctx, b, site, 1)
 	waitFor(t, "the waiter to queue", func() bool { _, o := members(t, a.rdb, a, site); return len(o) == 4 })
 	waitFor(t, "the waiter's process to listen", func() bool {
 		n, err := a.rdb.PubSubNumSub(ctx, b.hub.ch).Result()
 		return err == nil && n[b.hub.ch] > 0
 	})
+	return a, held, got
+}
+
+// Such a waiter, once in front and waiting out a hold-off Redis timed
+// (a backoff), waits for it, not every mixedPoll: it looks a few times in
+// a second, not 40.
+func TestLowerLimitWaiterWaitsOutHoldOff(t *testing.T) {
+	ctx := ctxT(t)
+	site := "holdoff.example"
+	a, held, got := mixedLine(t, ModeAtomic, site)
 	for i, p := range held {
 		if err := p.Release(ctx); err != nil {
 			t.Fatal(err)
