@@ -108,11 +108,40 @@ func (c *Crawler) settlement(it frontier.Item, v verdict, links, external []stri
 	return s
 }
 
-// outcome is what becomes of a fetched item: its verdict recorded and
-// counted, and its settlement.
-func (c *Crawler) outcome(ctx context.Context, it frontier.Item, pg *page, err error) frontier.Settlement {
+// ending is how a turn ends: its settlement and, when the turn is recorded,
+// the verdict with the page and error it was judged on. A turn is recorded
+// after its settlement (see settleTurn), so that a turn whose settlement did
+// not take is not written as its URL's last.
+type ending struct {
+	s   frontier.Settlement
+	v   *verdict // nil: not recorded (a deferral at the semaphore)
+	pg  *page
+	err error
+}
+
+// judged is an ending recorded with verdict v.
+func judged(s frontier.Settlement, v verdict, pg *page, err error) ending {
+	return ending{s: s, v: &v, pg: pg, err: err}
+}
+
+// unsettled is what a turn came to when its settlement did not take (see
+// frontier.Result.Unsettled): its URL is handed out again, so a final
+// verdict becomes a retry, caused by "not settled", and the line says why
+// (settleErr) when the fetch had no error of its own. No attempt is counted.
+func unsettled(v verdict, err, settleErr error) (verdict, error) {
+	if !v.o.Final() {
+		return v, err
+	}
+	if err == nil {
+		err = settleErr
+	}
+	return verdict{OutcomeRetry, "not settled"}, err
+}
+
+// outcome is what becomes of a fetched item: its verdict, counted once the
+// settlement is sent, and its settlement.
+func (c *Crawler) outcome(ctx context.Context, it frontier.Item, pg *page, err error) ending {
 	v := judge(pg, err, it.Attempts+1 >= c.maxAttempts)
-	c.record(it, pg, v, err)
 	c.countTooLong(it, pg.tooLong)
 	if v.cause == "permit lost" {
 		c.o.Log.Warn("permit lost mid-request (not refreshed in time): request stopped", "url", it.URL, "outcome", v.o.String(), "err", err)
@@ -123,5 +152,5 @@ func (c *Crawler) outcome(ctx context.Context, it frontier.Item, pg *page, err e
 	}
 	s := c.settlement(it, v, links, external)
 	s.Next = ctx.Err() == nil
-	return s
+	return judged(s, v, pg, err)
 }

@@ -72,17 +72,25 @@ func closedURL(t *testing.T) string {
 // 1 KiB bodies, its results in out; robots.txt goes out on its Net too.
 func outcomeCrawler(t *testing.T, name string, out *bytes.Buffer) *Crawler {
 	t.Helper()
+	return visibleCrawler(t, name, out, time.Minute)
+}
+
+// visibleCrawler is outcomeCrawler whose items are handed out again after
+// visibility. Its limiter has no restart guard (the package's redis-server
+// is its own), which would hold the first permits past a short visibility.
+func visibleCrawler(t *testing.T, name string, out *bytes.Buffer, visibility time.Duration) *Crawler {
+	t.Helper()
 	prefix := redistest.Prefix(t)
 	rdb := srv.Client()
 	t.Cleanup(func() { rdb.Close() })
-	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: time.Second})
+	lim := limiter.New(rdb, &limiter.Options{Prefix: prefix, Lease: time.Second, NoRestartGuard: true})
 	t.Cleanup(func() { lim.Close() })
 	nt, err := NewNet(lim, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rob := NewRobotsCacheOn(rdb, lim, nt, nil, robots.CacheOptions{Prefix: prefix, UserAgent: "politebot/1.0"}, nil)
-	fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: name, Visibility: time.Minute, MaxAttempts: 2, Referrers: true})
+	fr := frontier.New(rdb, &frontier.Options{Prefix: prefix, Crawl: name, Visibility: visibility, MaxAttempts: 2, Referrers: true})
 	return New(fr, lim, rob, Options{Workers: 3, UserAgent: "politebot/1.0", Timeout: 20 * time.Second,
 		MaxBodySize: 1024, Net: nt, Out: out})
 }

@@ -42,12 +42,12 @@ func (c *Crawler) turn(ctx context.Context, w *worker, it frontier.Item, spare *
 	} else {
 		w.stays = 0
 	}
-	res, s := c.reserve(ctx, it, spare)
+	res, e := c.reserve(ctx, it, spare)
 	if res == nil {
-		if s == nil {
+		if e == nil {
 			return nil
 		}
-		return c.settleTurn(ctx, *s, nil, false)
+		return c.settleTurn(ctx, *e, nil, false)
 	}
 	err := c.fetch(ctx, w, it, res)
 	if ctx.Err() != nil && (w.cur.status == 0 || errors.Is(err, context.Canceled)) {
@@ -62,13 +62,13 @@ func (c *Crawler) turn(ctx context.Context, w *worker, it frontier.Item, spare *
 
 // reserve checks robots.txt and takes the permit for it, spare's if it
 // fits (fetch.Transport.ReserveSpare). When there is no permit to be had it
-// returns instead what becomes of the item (nil when it was given back).
-func (c *Crawler) reserve(ctx context.Context, it frontier.Item, spare *fetch.Spare) (*fetch.Reservation, *frontier.Settlement) {
+// returns instead how the turn ends (nil when the item was given back).
+func (c *Crawler) reserve(ctx context.Context, it frontier.Item, spare *fetch.Spare) (*fetch.Reservation, *ending) {
 	u, err := fetch.RequestURL(it.URL) // the URL colly will send
 	if err != nil {
 		spare.Release()
-		c.record(it, &page{}, verdict{o: OutcomeSkipped}, err)
-		return nil, &frontier.Settlement{Item: it, Outcome: frontier.Skipped, Next: true}
+		e := judged(frontier.Settlement{Item: it, Outcome: frontier.Skipped, Next: true}, verdict{o: OutcomeSkipped}, &page{}, err)
+		return nil, &e
 	}
 	res, err := c.tr.ReserveSpare(ctx, u, spare)
 	var busy *limiter.BusyError
@@ -89,13 +89,13 @@ func (c *Crawler) reserve(ctx context.Context, it frontier.Item, spare *fetch.Sp
 	case errors.As(err, &busy):
 		// Full, or in its crawl delay, whose end is known exactly.
 		delay := min(max(busy.Wait, time.Millisecond), 2*time.Second)
-		return nil, &frontier.Settlement{Item: it, Outcome: frontier.Deferred, Delay: delay, Next: true}
+		return nil, &ending{s: frontier.Settlement{Item: it, Outcome: frontier.Deferred, Delay: delay, Next: true}}
 	case errors.Is(err, fetch.ErrDisallowed): // or robots.txt unreachable
 		v := judge(&page{}, err, false)
-		c.record(it, &page{}, v, err)
 		s := c.settlement(it, v, nil, nil)
 		s.Next = true
-		return nil, &s
+		e := judged(s, v, &page{}, err)
+		return nil, &e
 	default:
 		if redisacl.Refused(err) {
 			c.refuse(fmt.Errorf("permit for %s: %w", it.Site, err)) // the stop gives the item back
@@ -126,14 +126,16 @@ func (c *Crawler) fetch(ctx context.Context, w *worker, it frontier.Item, res *f
 	return err
 }
 
-// settleTurn sends a settlement, with res's release in the same round trip
-// and res's rule for the frontier, and returns the next item when it took
-// one. With stay, it also asks in that round trip for a spare permit of
+// settleTurn sends a turn's settlement, with res's release in the same
+// round trip and res's rule for the frontier, records the turn (as not
+// settled when the settlement did not take), and returns the next item when
+// it took one. With stay, it also asks in that round trip for a spare permit of
 // res's site (fetch.Reservation.ReleaseSpareOn) and has the frontier prefer that
 // site for the next item, so that the next item's permit costs no round
 // trip of its own. A stop does not cut it once its script may have run
 // (see next).
-func (c *Crawler) settleTurn(ctx context.Context, s frontier.Settlement, res *fetch.Reservation, stay bool) *turn {
+func (c *Crawler) settleTurn(ctx context.Context, e ending, res *fetch.Reservation, stay bool) *turn {
+	s := e.s
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
 	defer cancel()
 	stay = stay && s.Next && res.Spares()
@@ -154,6 +156,13 @@ func (c *Crawler) settleTurn(ctx context.Context, s frontier.Settlement, res *fe
 		s.Prefer = s.Item.Site
 	}
 	r := c.fr.Settle(sctx, s)
+	if e.v != nil {
+		v, err := *e.v, e.err
+		if r.Unsettled {
+			v, err = unsettled(v, err, r.Settled)
+		}
+		c.record(s.Item, e.pg, v, err)
+	}
 	c.settle(ctx, s.Item, withoutLost(r.Settled))
 	if !s.Next {
 		spare.Release()

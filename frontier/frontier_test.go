@@ -283,11 +283,11 @@ func TestVisibilityTimeout(t *testing.T) {
 	if err != nil || again.URL != dead.URL || again.ID == dead.ID {
 		t.Fatalf("not handed out again: %+v %v", again, err)
 	}
-	if err := f.Done(ctx, dead); !errors.Is(err, ErrLost) {
-		t.Fatalf("the dead worker's late Done: %v, want ErrLost", err)
+	if r := f.Settle(ctx, Settlement{Item: dead, Outcome: Fetched}); !errors.Is(r.Settled, ErrLost) || !r.Unsettled {
+		t.Fatalf("the dead worker's late settlement: %v, unsettled %v; want ErrLost, unsettled", r.Settled, r.Unsettled)
 	}
-	if err := f.Done(ctx, again); err != nil {
-		t.Fatal(err)
+	if r := f.Settle(ctx, Settlement{Item: again, Outcome: Fetched}); r.Settled != nil || r.Unsettled {
+		t.Fatalf("settling the item held: %v, unsettled %v", r.Settled, r.Unsettled)
 	}
 	if _, err := f.Next(ctx); !errors.Is(err, ErrDone) {
 		t.Fatalf("%v", err)

@@ -63,8 +63,14 @@ type Settlement struct {
 type Result struct {
 	Failed  bool  // Retry past MaxAttempts: settled as failed
 	Settled error // the settlement's failures (ErrLost among them), links' admission and Also's
-	Next    Item  // with Settlement.Next and NextErr nil
-	NextErr error // ErrDone, *EmptyError, or a Redis error
+	// Unsettled means the item's own settlement did not take: it had been
+	// handed to another worker (ErrLost), or its call failed or was not
+	// sent (Settled says why). The item is, or will be, handed out again,
+	// so the turn did not finish it. A call that failed without an answer
+	// may still have run; Unsettled is then true of a settled item.
+	Unsettled bool
+	Next      Item  // with Settlement.Next and NextErr nil
+	NextErr   error // ErrDone, *EmptyError, or a Redis error
 }
 
 var outcomes = map[Outcome]string{Fetched: "fetched", Skipped: "skipped", Retry: "retry", Deferred: "deferred", Released: "released"}
@@ -125,8 +131,10 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 		if s.Next {
 			r.NextErr = fmt.Errorf("frontier: next: %w", err)
 		}
+		r.Unsettled = true
 	case !a.settled:
 		errs = append(errs, fmt.Errorf("%w: %s", ErrLost, it.URL))
+		r.Unsettled = true
 	}
 	if after != nil {
 		if err := after(); err != nil {
@@ -144,7 +152,7 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 // (and, with Next, nextErr, or err when nextErr is nil), with Also's
 // commands sent on their own (a permit must still be released).
 func (f *Frontier) unsent(ctx context.Context, s Settlement, err, nextErr error) Result {
-	r := Result{Settled: errors.Join(err, f.alone(ctx, s.Also))}
+	r := Result{Settled: errors.Join(err, f.alone(ctx, s.Also)), Unsettled: true}
 	if s.Next {
 		r.NextErr = nextErr
 		if nextErr == nil {

@@ -611,8 +611,8 @@ func TestClusterLinksLostKeepItem(t *testing.T) {
 	armed.Store(true)
 	r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Links: links})
 	armed.Store(false)
-	if !errors.Is(r.Settled, errLinksLost) {
-		t.Fatalf("settling with its links' nodes failing: %v; want errLinksLost", r.Settled)
+	if !errors.Is(r.Settled, errLinksLost) || !r.Unsettled {
+		t.Fatalf("settling with its links' nodes failing: %v, unsettled %v; want errLinksLost, unsettled", r.Settled, r.Unsettled)
 	}
 	if st, err := f.Stats(ctx); err != nil || st.InFlight != 1 || st.Done != 0 {
 		t.Fatalf("after the failed settlement: %+v, %v; want the item still in flight, nothing done", st, err)
@@ -644,8 +644,8 @@ func TestClusterLinksRefusedSettles(t *testing.T) {
 	armed.Store(true)
 	r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Links: links})
 	armed.Store(false)
-	if r.Settled == nil || errors.Is(r.Settled, errLinksLost) || !strings.Contains(r.Settled.Error(), "OOM") {
-		t.Fatalf("settling with its links refused for good: %v; want the refusal, the item settled", r.Settled)
+	if r.Settled == nil || errors.Is(r.Settled, errLinksLost) || !strings.Contains(r.Settled.Error(), "OOM") || r.Unsettled {
+		t.Fatalf("settling with its links refused for good: %v, unsettled %v; want the refusal, the item settled", r.Settled, r.Unsettled)
 	}
 	if st, err := f.Stats(ctx); err != nil || st.InFlight != 0 || st.Done != 1 {
 		t.Fatalf("after the settlement: %+v, %v; want the item done", st, err)
