@@ -109,9 +109,9 @@ func (c *Crawler) settlement(it frontier.Item, v verdict, links, external []stri
 }
 
 // ending is how a turn ends: its settlement and, when the turn is recorded,
-// the verdict with the page and error it was judged on. A turn is recorded
-// after its settlement (see settleTurn), so that a turn whose settlement did
-// not take is not written as its URL's last.
+// the verdict with the page and error it was judged on. A final turn is
+// recorded after its settlement (see settleTurn), so that one whose
+// settlement did not take is not written as its URL's last.
 type ending struct {
 	s   frontier.Settlement
 	v   *verdict // nil: not recorded (a deferral at the semaphore)
@@ -124,14 +124,11 @@ func judged(s frontier.Settlement, v verdict, pg *page, err error) ending {
 	return ending{s: s, v: &v, pg: pg, err: err}
 }
 
-// unsettled is what a turn came to when its settlement did not take (see
-// frontier.Result.Unsettled): its URL is handed out again, so a final
+// unsettled is what a final turn came to when its settlement did not take
+// (see frontier.Result.Unsettled): its URL is handed out again, so the
 // verdict becomes a retry, caused by "not settled", and the line says why
 // (settleErr) when the fetch had no error of its own. No attempt is counted.
 func unsettled(v verdict, err, settleErr error) (verdict, error) {
-	if !v.o.Final() {
-		return v, err
-	}
 	if err == nil {
 		err = settleErr
 	}

@@ -155,8 +155,15 @@ func (c *Crawler) settleTurn(ctx context.Context, e ending, res *fetch.Reservati
 	if stay {
 		s.Prefer = s.Item.Site
 	}
+	// A turn that does not finish its URL is recorded first, so that its
+	// line comes before the next turn's; a final one once the settlement
+	// says it took (unsettled: the URL comes back, so it is not final).
+	early := e.v != nil && !e.v.o.Final()
+	if early {
+		c.record(s.Item, e.pg, *e.v, e.err)
+	}
 	r := c.fr.Settle(sctx, s)
-	if e.v != nil {
+	if e.v != nil && !early {
 		v, err := *e.v, e.err
 		if r.Unsettled {
 			v, err = unsettled(v, err, r.Settled)
