@@ -9,7 +9,7 @@
 --                  handed out again: the member is the item's whole state,
 --                  so settling one is a ZREM and a worker's ID is the member
 -- K[3] counts   HASH admitted, over (in the overflow: see admit), dropped
---                  (past the overflow), done,
+--                  (past the overflow), full (past a site's bound), done,
 --                  skipped, failed, scope, ids (0: only keeps the hash in
 --                  being); queued is admitted - done - failed - in flight
 -- K[4] fly      HASH site -> items of the site in flight
@@ -22,8 +22,9 @@
 -- ARGV[2] numbers, packed (luanums): key TTL ms, visibility ms, default
 -- cap, page limit (0: none), refresh (keep: every key's TTL is given again
 -- unless they were given it less than this many ms ago; 0: not), park ms
--- (how long a site at its cap stays out at most); then the script's own
--- numbers, if any (own_nums)
+-- (how long a site at its cap stays out at most), site bound (most URLs a
+-- site's queue takes from admit; 0: none); then the script's own numbers,
+-- if any (own_nums)
 -- ARGV[3..] the script's own
 --
 -- Constant arguments to redis.call on the per-page paths are written as
@@ -49,7 +50,7 @@ local park
 local SOON = 0.5 -- ready: a score at most now + SOON (round-robin places are
 -- fractions of a millisecond past now, real waits whole milliseconds)
 local base, ttl, vis -- ARGV[1], then the numbers
-local defcap, limit, refresh
+local defcap, limit, refresh, sitemax
 local delta -- counts increments, written once at the end (keep)
 
 -- now is the server ms (servertime.lua's now_ms), read once a call;
@@ -191,27 +192,47 @@ end
 -- to it admits it again.
 local OVERFLOW = 10000
 
+-- full is how many links admit dropped in this call because their site's
+-- queue held sitemax URLs (the reply's eighth number: the process then
+-- does not remember the call's links as seen, see seencache.go).
+local full
+
 -- admit takes quadruples from ARGV[i0]: fingerprint, seen bucket, site,
 -- item json; each new fingerprint is queued (within the page limit; past
 -- it, kept in the overflow, counted in over, or dropped, counted in
--- dropped). It returns how many were admitted.
+-- dropped). A site's queue takes at most sitemax URLs: a new URL past that
+-- is dropped and forgotten (not seen), like one past the overflow, and so
+-- is every later link of the same site in the call, without a command (a
+-- spider trap's page full of new links costs four commands, not two a
+-- link); they are counted in full. It returns how many were admitted.
 local function admit(i0)
-  local admitted, added, over, dropped = 0, 0, 0, 0
+  local admitted, added, over, dropped, trimmed = 0, 0, 0, 0, 0
   local room -- the overflow's free places, read at the first URL past the limit
+  local at_bound -- sites found with sitemax URLs queued
   if limit > 0 then
     admitted = tonumber(redis.call('HGET', K[3], 'admitted') or '0')
   end
   for i = i0, #ARGV, 4 do
-    if redis.call('SADD', base .. 'seen:' .. ARGV[i + 1], ARGV[i]) == 1 then
-      local site = ARGV[i + 2]
+    local site = ARGV[i + 2]
+    if at_bound and at_bound[site] then
+      trimmed = trimmed + 1
+    elseif redis.call('SADD', base .. 'seen:' .. ARGV[i + 1], ARGV[i]) == 1 then
       if limit == 0 or admitted + added < limit then
         local q = qkey(site)
         local n = redis.call('RPUSH', q, ARGV[i + 3])
-        if n == 1 then
-          pushed(q, n)
-          join(site, now())
+        if sitemax > 0 and n > sitemax then
+          redis.call('RPOP', q)
+          redis.call('SREM', base .. 'seen:' .. ARGV[i + 1], ARGV[i])
+          at_bound = at_bound or {}
+          at_bound[site] = true
+          trimmed = trimmed + 1
+        else
+          if n == 1 then
+            pushed(q, n)
+            join(site, now())
+          end
+          added = added + 1
         end
-        added = added + 1
       else
         room = room or OVERFLOW - redis.call('LLEN', base .. 'overflow')
         if room > 0 then
@@ -230,6 +251,8 @@ local function admit(i0)
   count('admitted', added)
   count('over', over)
   count('dropped', dropped)
+  count('full', trimmed)
+  full = full + trimmed
   return added
 end
 
@@ -480,7 +503,7 @@ end
 
 -- own_nums is the script's own n numbers, packed after the common ones.
 local function own_nums(n)
-  return nums(ARGV[2], n, 49)
+  return nums(ARGV[2], n, 57) -- past the 7 common numbers' 56 bytes
 end
 
 -- KEY_NAMES are the shard's keys after the ready set, as shard.go names
@@ -518,27 +541,28 @@ end
 local function begin()
   base = ARGV[1]
   K = shard_keys(base, KEYS)
-  ttl, vis, defcap, limit, refresh, park = nums(ARGV[2], 6)
-  delta, rules = {}, {}
+  ttl, vis, defcap, limit, refresh, park, sitemax = nums(ARGV[2], 7)
+  delta, rules, full = {}, {}, 0
   clock, clock_t, clock_text, back, handon, owed, held = nil, nil, nil, nil, nil, nil, nil
 end
 
 -- reply is a script's answer as one string (a table reply costs Redis
 -- some 5,000 instructions more, measured under callgrind; Go: answer):
--- 7 numbers packed (luanums): settled (1, or 0 when the item was no longer
+-- 8 numbers packed (luanums): settled (1, or 0 when the item was no longer
 -- held), admitted, the scope size (0: not read), took (1: an item, 0: none
 -- ready, -1: not asked), then with took 1, more (1 if a site of the shard
 -- is still ready) and two 0s, with took 0, queued, in flight and ms until
--- something may be ready (-1: unknown), with -1 three 0s; then the
+-- something may be ready (-1: unknown), with -1 three 0s, and full (see
+-- admit); then the
 -- instance (instance_id); then, with took 1, a newline and the item's
 -- in-flight member. took and a, b, c are take's values (took nil: not
 -- asked).
 local function reply(settled, added, size, took, a, b, c)
   if not took then
-    return packed(settled, added, size, -1, 0, 0, 0) .. instance_id()
+    return packed(settled, added, size, -1, 0, 0, 0, full) .. instance_id()
   end
   if took == 1 then
-    return packed(settled, added, size, 1, a, 0, 0) .. instance_id() .. '\n' .. b
+    return packed(settled, added, size, 1, a, 0, 0, full) .. instance_id() .. '\n' .. b
   end
-  return packed(settled, added, size, 0, a, b, c) .. instance_id()
+  return packed(settled, added, size, 0, a, b, c, full) .. instance_id()
 end

@@ -163,6 +163,15 @@ type Options struct {
 	// limit allows when it seeds (Seed, with or without URLs, once the
 	// crawl has a scope). The last process's limit is in the crawl's Meta.
 	MaxPages int
+	// MaxQueuedPerSite bounds how many URLs one site's queue takes
+	// (default DefaultMaxQueuedPerSite; negative: no bound), so that a
+	// site that makes up new links without end (a spider trap, a
+	// calendar) cannot fill Redis. A new URL past it is dropped and not
+	// remembered as seen: a page fetched once the queue has room that
+	// links to it admits it. Links dropped so are counted in
+	// Stats.SiteFull. Each process's own bound applies to the links its
+	// calls admit.
+	MaxQueuedPerSite int
 	// TTL is how long a crawl's keys stay once no process works on it
 	// (default 24h): each process refreshes them every quarter of it, at
 	// most once a minute.
@@ -202,6 +211,11 @@ type Options struct {
 	Referrers bool
 }
 
+// DefaultMaxQueuedPerSite is Options.MaxQueuedPerSite's default: a
+// site's queue of 100,000 URLs of 70 characters takes 8.7 MB of Redis
+// memory (more with Referrers).
+const DefaultMaxQueuedPerSite = 100_000
+
 // MaxReferrer bounds the page URL a link's item keeps (Options.Referrers).
 const MaxReferrer = 1024
 
@@ -224,6 +238,12 @@ func (o *Options) get() Options {
 	}
 	if v.TTL <= 0 {
 		v.TTL = 24 * time.Hour
+	}
+	switch {
+	case v.MaxQueuedPerSite == 0:
+		v.MaxQueuedPerSite = DefaultMaxQueuedPerSite
+	case v.MaxQueuedPerSite < 0:
+		v.MaxQueuedPerSite = 0 // common.lua's "none"
 	}
 	if v.Shards <= 0 {
 		v.Shards = 16

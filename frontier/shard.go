@@ -174,7 +174,7 @@ func (f *Frontier) args(sh *shard, own []float64, more ...any) ([]any, bool) {
 		refresh = max(every/2, 1)
 	}
 	n := append([]float64{float64(f.o.TTL.Milliseconds()), float64(f.o.Visibility.Milliseconds()), float64(f.o.Cap),
-		float64(f.o.MaxPages), float64(refresh), float64(f.o.Park.Milliseconds())}, own...)
+		float64(f.o.MaxPages), float64(refresh), float64(f.o.Park.Milliseconds()), float64(f.o.MaxQueuedPerSite)}, own...)
 	return append([]any{sh.base, luanums.Pack(n...)}, more...), refresh != 0
 }
 
@@ -271,9 +271,10 @@ func (bt *batch) args() []any {
 
 // sent remembers the batch's fingerprints as seen once c, the call that
 // sent them, answered without error (err), unless the cache was emptied
-// since c was sent: c may have run before Redis lost the seen sets.
+// since c was sent (c may have run before Redis lost the seen sets), or c
+// dropped some of them at their site's queue bound (not seen: sent again).
 func (f *Frontier) sent(bt *batch, c *call, err error) {
-	if err == nil && bt != nil {
+	if err == nil && bt != nil && !c.full {
 		f.seen.add(bt.fps, c.gen)
 	}
 }
@@ -287,6 +288,7 @@ type call struct {
 	sh     *shard
 	gen    uint64 // the seen cache's generation when it was sent (pipelined)
 	keeps  bool   // it asks for the shard's TTLs to be refreshed (args)
+	full   bool   // it dropped links at their site's queue bound (answer)
 }
 
 // newCall is a call of script on sh with ARGV args(sh, own, more...).
@@ -379,7 +381,7 @@ func (f *Frontier) answer(c *call) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	const head = 7 * 8 // common.lua reply: 7 numbers, the instance, the member
+	const head = 8 * 8 // common.lua reply: 8 numbers, the instance, the member
 	if len(v) < head {
 		return answer{}, fmt.Errorf("script returned %d bytes, want %d and more", len(v), head)
 	}
@@ -390,6 +392,7 @@ func (f *Frontier) answer(c *call) (answer, error) {
 	inst, member, _ := strings.Cut(v[head:], "\n")
 	f.noteInstance(c.sh, inst)
 	a := answer{settled: n[0] == 1, added: int(n[1]), took: n[3]}
+	c.full = n[7] > 0
 	f.noteScopeLen(n[2])
 	switch a.took {
 	case 1:

@@ -19,7 +19,12 @@ type Stats struct {
 	// how often a new URL was dropped because the overflow was full (not
 	// remembered: a URL found again counts again).
 	Over, Dropped int64
-	Shards        int // the crawl's shard count
+	// SiteFull is how many links were dropped because their site's queue
+	// was at its bound (Options.MaxQueuedPerSite). After the first such link of a
+	// page, the page's other links to the site are dropped unlooked-at,
+	// so links to URLs already seen count too.
+	SiteFull int64
+	Shards   int // the crawl's shard count
 	// Held is, when queued sites wait and none may be tried now, the one
 	// the frontier hands out soonest; zero when a site is ready, or when
 	// every site with URLs queued is at its cap.
@@ -73,6 +78,7 @@ func queueStats(ctx context.Context, pipe redis.Pipeliner, lay *layout) func() S
 			st.Skipped += n("skipped")
 			st.Over += n("over")
 			st.Dropped += n("dropped")
+			st.SiteFull += n("full")
 			st.InFlight += inflight[i].Val()
 		}
 		return st

@@ -151,6 +151,9 @@ func limits(m frontier.Meta, st frontier.Stats) string {
 		}
 		b.WriteString(")")
 	}
+	if st.SiteFull > 0 {
+		fmt.Fprintf(&b, ", %d links dropped at a site's --max-queued-per-site (found again once its queue has room)", st.SiteFull)
+	}
 	if m.MaxPerSite > 0 {
 		fmt.Fprintf(&b, ", max per site %d", m.MaxPerSite)
 	} else {

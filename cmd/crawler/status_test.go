@@ -36,3 +36,15 @@ func TestSiteRow(t *testing.T) {
 		})
 	}
 }
+
+// The limits line names the links a site's queue bound dropped, and the
+// flag that sets it; a crawl without any says nothing of it.
+func TestLimitsSiteFull(t *testing.T) {
+	m := frontier.Meta{Shards: 4, MaxPages: 0, MaxPerSite: 3}
+	if got := limits(m, frontier.Stats{SiteFull: 25}); !strings.Contains(got, "25 links dropped at a site's --max-queued-per-site") {
+		t.Errorf("limits = %q", got)
+	}
+	if got := limits(m, frontier.Stats{}); strings.Contains(got, "max-queued-per-site") {
+		t.Errorf("limits without drops = %q", got)
+	}
+}

@@ -74,11 +74,15 @@ func robotsOptions(cfg *config.Config, log *slog.Logger) robots.CacheOptions {
 
 // frontierOptions is the frontier's options. It keeps referrers only for
 // --out, whose results name them; a site's permit is parked for half a
-// lease.
+// lease; --max-queued-per-site 0 is the frontier's "no bound".
 func frontierOptions(cfg *config.Config, siteKey robots.SiteKey) *frontier.Options {
+	siteQueue := cfg.MaxQueuedPerSite
+	if siteQueue == 0 {
+		siteQueue = -1
+	}
 	return &frontier.Options{Prefix: cfg.Prefix, Crawl: cfg.Crawl, Visibility: cfg.Visibility, MaxAttempts: cfg.MaxAttempts,
-		MaxDepth: cfg.MaxDepth, MaxPages: cfg.MaxPages, Shards: cfg.Shards, Cap: cfg.MaxPerSite, Park: cfg.Lease / 2,
-		SiteKey: siteKey, TTL: cfg.CrawlTTL, Referrers: cfg.Out != "", Scope: cfg.ScopeRules()}
+		MaxDepth: cfg.MaxDepth, MaxPages: cfg.MaxPages, MaxQueuedPerSite: siteQueue, Shards: cfg.Shards, Cap: cfg.MaxPerSite,
+		Park: cfg.Lease / 2, SiteKey: siteKey, TTL: cfg.CrawlTTL, Referrers: cfg.Out != "", Scope: cfg.ScopeRules()}
 }
 
 // crawlOptions is the crawler's options, without Out (see Crawl.open).
