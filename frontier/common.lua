@@ -546,6 +546,40 @@ local function begin()
   clock, clock_t, clock_text, back, handon, owed, held = nil, nil, nil, nil, nil, nil, nil
 end
 
+-- answered holds the replies of recent calls that took or settled an item,
+-- by the call's id (its take's id, or the settled member and how), from
+-- one call to the next (a library's locals outlive a call). go-redis sends
+-- a command again after a read timeout or a broken connection, when Redis
+-- may have run it already: each replay took another item that nobody
+-- held until the visibility timeout, and a replayed settlement found its
+-- item gone and answered "no longer held". A call whose id is here
+-- answers what it answered and does nothing again. Two generations of at
+-- most ANSWERED ids each (some 250 bytes a reply, so about 1 MB at most):
+-- a replay comes within a retry's backoff, a fraction of a second. Run
+-- as a script (no library: EVALSHA, the demo's miniredis) nothing is
+-- kept, as before.
+local ANSWERED = 2048
+local answered, answered_old, nanswered = {}, {}, 0
+
+-- replayed is the reply already given to the call with this id, if any.
+local function replayed(id)
+  if not LIBRARY then
+    return nil
+  end
+  return answered[id] or answered_old[id]
+end
+
+-- remember keeps r as the reply to the call with this id, and returns it.
+local function remember(id, r)
+  if LIBRARY then
+    if nanswered >= ANSWERED then
+      answered_old, answered, nanswered = answered, {}, 0
+    end
+    answered[id], nanswered = r, nanswered + 1
+  end
+  return r
+end
+
 -- reply is a script's answer as one string (a table reply costs Redis
 -- some 5,000 instructions more, measured under callgrind; Go: answer):
 -- 8 numbers packed (luanums): settled (1, or 0 when the item was no longer

@@ -393,7 +393,9 @@ func newNonce() string {
 // common.lua's take tidies the shard on every 8th take of a process there
 // (an id ending in '0') without a counter in Redis. (Counted per shard: a
 // count per process would go round the shards in step with Next's
-// rotation and tidy only some of them.)
+// rotation and tidy only some of them.) An id is never used twice: a call
+// with an id the shard's library has answered gets that answer again
+// (common.lua answered), as a call go-redis sends again must.
 func (f *Frontier) takeID(sh *shard) string {
 	return f.nonce + "." + strconv.Itoa(sh.n) + "." + strconv.FormatUint(sh.takes.Add(1), 8)
 }

@@ -168,7 +168,7 @@ func TestSettleStayRanOutTidied(t *testing.T) {
 			f.rdb.ZAddXX(ctx, sh.keys[1], redis.Z{Score: 1e14, Member: m})
 		}
 	}
-	sh.takes.Store(1) // not a take that tidies first
+	sh.takes.Store(8) // not a take that tidies first, nor an id used before (common.lua answered)
 	r := f.Settle(ctx, Settlement{Item: its[0], Outcome: Fetched, Next: true, Prefer: "a.example"})
 	if r.Settled != nil || r.NextErr != nil || r.Next.Site != "a.example" || r.Next.URL == its[0].URL {
 		t.Fatalf("settle: %v; next %q, %v: want a dead item of a.example back", r.Settled, r.Next.URL, r.NextErr)

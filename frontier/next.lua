@@ -2,8 +2,13 @@
 -- KEYS, ARGV[1..2]: see common.lua. ARGV[3] the take's id (see take).
 -- Returns reply's string (common.lua) for 1 settled, 0 admitted, the scope
 -- size and what take took: the scope only grows, so its size tells a
--- worker when its copy is stale.
+-- worker when its copy is stale. A call sent again (go-redis, after a
+-- timeout) gets the same answer (see answered).
 begin()
+local again = replayed(ARGV[3])
+if again then
+  return again
+end
 local took, a, b, c = take(ARGV[3])
 keep()
-return reply(1, 0, scope(), took, a, b, c)
+return remember(ARGV[3], reply(1, 0, scope(), took, a, b, c))

@@ -129,6 +129,13 @@ local function settle(member, how)
   return 1
 end
 
+-- A call sent again (go-redis, after a timeout) gets the answer it got
+-- (see answered), by its take's id, or its member and how without a take.
+local id = stay and ARGV[7] or ARGV[3] .. '\n' .. ARGV[4]
+local again = replayed(id)
+if again then
+  return again
+end
 local settled = settle(ARGV[3], ARGV[4])
 local added = admit(8)
 if stay then
@@ -138,7 +145,7 @@ if stay then
   -- The scope size (next.lua's) only on a take that tidies, one in 8 of a
   -- process's on the shard: it only grows, and seldom; 0 is "not read".
   local size = string.sub(ARGV[7], -1) == '0' and scope() or 0
-  return reply(settled, added, size, took, a, b, c)
+  return remember(id, reply(settled, added, size, took, a, b, c))
 end
 keep()
-return reply(settled, added, 0)
+return remember(id, reply(settled, added, 0))
