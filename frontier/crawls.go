@@ -62,6 +62,30 @@ type Meta struct {
 	Scope ScopeRules
 }
 
+// Idle is how long ago a process last refreshed the crawl's keys (TTL −
+// ExpiresIn), or -1 when the TTL is not recorded. A process working on
+// the crawl refreshes them every refresh interval (a minute, or a quarter
+// of the TTL when that is shorter), on its way to or from a fetch.
+func (m Meta) Idle() time.Duration {
+	if m.TTL <= 0 {
+		return -1
+	}
+	return max(m.TTL-m.ExpiresIn, 0)
+}
+
+// stalledRefreshes is how many refresh intervals a crawl goes without a
+// refresh before it counts as stalled (Meta.Stalled).
+const stalledRefreshes = 5
+
+// Stalled reports whether no process has refreshed the crawl's keys for
+// five refresh intervals (five minutes by default): its processes stopped
+// or died, or every worker of every one has sat that long in a fetch or a
+// wait for a permit, far past --timeout. A crawl with URLs queued or in
+// flight is then StateStalled: `crawler run --crawl NAME` carries it on.
+func (m Meta) Stalled() bool {
+	return m.TTL > 0 && m.Idle() > stalledRefreshes*refreshInterval(m.TTL)
+}
+
 // siteKeyName is "host" or "domain", told apart by what k makes of a host
 // with a subdomain, or "custom".
 func siteKeyName(k robots.SiteKey) string {
@@ -141,6 +165,7 @@ func Open(ctx context.Context, rdb redis.Cmdable, opts *Options) (*Frontier, Met
 // Crawl states (CrawlInfo.State).
 const (
 	StateRunning = "running" // URLs queued or in flight
+	StateStalled = "stalled" // URLs queued or in flight, but no process has worked on it lately (Meta.Stalled)
 	StateLimit   = "limit"   // nothing queued or in flight; URLs wait past the page limit
 	StateDone    = "done"    // nothing queued, in flight or waiting
 	StateExpired = "expired" // in the registry, but its keys are gone
@@ -177,7 +202,7 @@ func List(ctx context.Context, rdb redis.Cmdable, prefix string) (crawls []Crawl
 		}
 		st := reads[i]()
 		crawls[i].Stats = st
-		crawls[i].State = crawlState(st)
+		crawls[i].State = crawlState(st, crawls[i].Meta)
 	}
 	return crawls, complete, nil
 }
@@ -253,9 +278,11 @@ func readCrawls(ctx context.Context, rdb redis.Cmdable, prefix string, names []s
 	return crawls, reads, nil
 }
 
-// crawlState is the state of a crawl, whose meta exists, with stats st.
-func crawlState(st Stats) string {
+// crawlState is the state of a crawl, whose meta m exists, with stats st.
+func crawlState(st Stats, m Meta) string {
 	switch {
+	case (st.Queued > 0 || st.InFlight > 0) && m.Stalled():
+		return StateStalled
 	case st.Queued > 0 || st.InFlight > 0:
 		return StateRunning
 	case st.Over > 0:

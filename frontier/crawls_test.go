@@ -327,3 +327,40 @@ func TestRefusedClockLeavesNoMeta(t *testing.T) {
 		t.Errorf("after the refused join, meta exists (%d, %v): want none", n, err)
 	}
 }
+
+// A crawl with URLs queued whose keys no process has refreshed for five
+// refresh intervals is stalled; one refreshed a minute ago runs; a crawl
+// done is done however long ago it was touched.
+func TestListStalled(t *testing.T) {
+	ctx := ctxT(t)
+	prefix := fmt.Sprintf("stalled%d", crawls.Add(1))
+	ttl := time.Hour
+	left := newFrontier(t, Options{Prefix: prefix, TTL: ttl})
+	left.Seed(ctx, "http://a.example/")
+	working := newFrontier(t, Options{Prefix: prefix, TTL: ttl})
+	working.Seed(ctx, "http://a.example/")
+	finished := newFrontier(t, Options{Prefix: prefix, TTL: ttl})
+	finished.Seed(ctx, "http://a.example/")
+	drain(t, ctx, finished)
+	for f, ago := range map[*Frontier]time.Duration{left: 6 * time.Minute, working: time.Minute, finished: time.Hour / 2} {
+		if err := f.rdb.PExpire(ctx, f.meta, ttl-ago).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _, err := List(ctx, left.rdb, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{left.o.Crawl: StateStalled, working.o.Crawl: StateRunning, finished.o.Crawl: StateDone}
+	for _, c := range got {
+		if want[c.Name] != c.State {
+			t.Errorf("crawl %s, idle %v: state %q, want %q", c.Name, c.Meta.Idle(), c.State, want[c.Name])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("List found %d crawls, want %d", len(got), len(want))
+	}
+	if idle := (Meta{}).Idle(); idle != -1 {
+		t.Errorf("a crawl without a recorded TTL: idle %v, want -1 (unknown)", idle)
+	}
+}

@@ -178,7 +178,11 @@ func (f *Frontier) args(sh *shard, own []float64, more ...any) ([]any, bool) {
 	return append([]any{sh.base, luanums.Pack(n...)}, more...), refresh != 0
 }
 
-func (f *Frontier) refreshEvery() time.Duration { return min(time.Minute, f.o.TTL/4) }
+func (f *Frontier) refreshEvery() time.Duration { return refreshInterval(f.o.TTL) }
+
+// refreshInterval is how often a process refreshes the TTLs of a crawl
+// whose keys live ttl: once a minute, or every quarter of ttl if shorter.
+func refreshInterval(ttl time.Duration) time.Duration { return min(time.Minute, ttl/4) }
 
 // keepCrawl queues on pipe a refresh of the TTLs of the crawl's own keys
 // (meta, scope) and of its registry entry, at most once a minute per

@@ -18,7 +18,9 @@ import (
 // crawlsUsage is crawler crawls's help, before its flags.
 const crawlsUsage = `Usage: crawler crawls [flags]
 
-Lists the crawls under --prefix: each one's state (running: URLs queued or in flight; limit:
+Lists the crawls under --prefix: each one's state (running: URLs queued or in flight;
+stalled: URLs queued or in flight, but no process has worked on it for five minutes, as
+after its processes stopped or died, and 'crawler run --crawl NAME' carries it on; limit:
 nothing left but URLs past its --max-pages, which a run with a higher one continues with;
 done; expired: registered, but its keys are gone), counts, limits, and when its keys expire
 unless a process works on it (--crawl-ttl). Only --redis* and --prefix matter.

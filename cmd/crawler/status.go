@@ -58,7 +58,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	// The crawl's own limits, as its processes recorded them, not this
 	// process's flags.
 	fmt.Fprintf(stdout, "limits: %s\n", limits(meta, st))
-	fmt.Fprintf(stdout, "scope: %s\n\n", meta.Scope)
+	fmt.Fprintf(stdout, "scope: %s\n", meta.Scope)
+	if (st.Queued > 0 || st.InFlight > 0) && meta.Stalled() {
+		fmt.Fprintf(stdout, "stalled: no process has worked on it for %s (its processes stopped or died); crawler run --crawl %s carries it on\n",
+			meta.Idle().Round(time.Second), cfg.Crawl)
+	}
+	fmt.Fprintln(stdout)
 	perSite := meta.MaxPerSite
 	if perSite == 0 { // a crawl from before the limits were recorded
 		perSite = cfg.MaxPerSite
