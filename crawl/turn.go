@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/polite-crawler/polite/fetch"
@@ -42,6 +43,7 @@ func (c *Crawler) turn(ctx context.Context, w *worker, it frontier.Item, spare *
 	} else {
 		w.stays = 0
 	}
+	defer c.holdItem(it)()
 	res, e := c.reserve(ctx, it, spare)
 	if res == nil {
 		if e == nil {
@@ -58,6 +60,45 @@ func (c *Crawler) turn(ctx context.Context, w *worker, it frontier.Item, spare *
 	// The site has answered: settle the URL even if the stop comes now (see
 	// StopGrace), or another worker fetches it again.
 	return c.settleTurn(ctx, c.outcome(ctx, it, &w.cur, err), res, stay)
+}
+
+// holdItem keeps it with this worker while its turn lasts: every half
+// visibility timeout it extends the item's hold (frontier.Extend), so that a
+// turn longer than the timeout (a robots.txt fetch, up to twice --timeout,
+// then the page, up to --timeout) is not handed to another worker, which
+// would fetch the page again. It stops once the item is no longer held, or
+// when the function it returns is called, which waits for an Extend under
+// way.
+func (c *Crawler) holdItem(it frontier.Item) (stop func()) {
+	every := c.fr.Visibility() / 2
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock() // t is set before its function reads it
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), frontierTimeout)
+		err := c.fr.Extend(ctx, it)
+		cancel()
+		switch {
+		case errors.Is(err, frontier.ErrLost):
+			return // its settlement says so
+		case err != nil:
+			c.o.Log.Warn("could not extend a URL's hold; it is handed to another worker if this turn outlasts --visibility", "url", it.URL, "err", err)
+		}
+		t.Reset(every)
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 // reserve checks robots.txt and takes the permit for it, spare's if it

@@ -97,6 +97,8 @@ var (
 	settleLua string
 	//go:embed hold.lua
 	holdLua string
+	//go:embed touch.lua
+	touchLua string
 	//go:embed meta.lua
 	metaLua string
 	//go:embed register.lua
@@ -106,13 +108,14 @@ var (
 	// server has them (internal/luafn), each after the server's clock, the
 	// numbers argument (internal/luanums) and common.lua.
 	lib = luafn.NewLibrary("polite_frontier", servertime.Lua+luanums.Lua+commonLua, map[string]string{
-		"next": nextLua, "add": addLua, "settle": settleLua, "hold": holdLua, "meta": metaLua, "register": registerLua,
+		"next": nextLua, "add": addLua, "settle": settleLua, "hold": holdLua, "touch": touchLua, "meta": metaLua, "register": registerLua,
 	})
 
 	nextScript   = lib.Script("next")
 	addScript    = lib.Script("add")
 	settleScript = lib.Script("settle")
 	holdScript   = lib.Script("hold")
+	touchScript  = lib.Script("touch")
 	// meta.lua and register.lua are on keys of their own, not a shard's
 	// (they use none of common.lua).
 	metaScript     = lib.Script("meta")
@@ -380,6 +383,33 @@ func (f *Frontier) Hold(ctx context.Context, site string, d time.Duration) error
 	}
 	return nil
 }
+
+// Extend keeps it handed to this worker for another visibility timeout
+// from now (Redis's clock), so that a turn longer than the timeout is not
+// handed to another worker: a worker still at it calls it every half
+// timeout or so. It returns ErrLost when it is no longer held: it was
+// handed out again, or settled.
+func (f *Frontier) Extend(ctx context.Context, it Item) error {
+	lay, err := f.layout(ctx)
+	if err != nil {
+		return err
+	}
+	c := f.newCall(touchScript, lay.of(it.Site), nil, it.ID)
+	c.run(ctx, f.fn)
+	held, err := c.cmd.Int()
+	if err != nil {
+		f.failed(c)
+		return fmt.Errorf("frontier: extend %s: %w", it.URL, err)
+	}
+	if held == 0 {
+		return fmt.Errorf("%w: %s", ErrLost, it.URL)
+	}
+	return nil
+}
+
+// Visibility is how long an item stays handed to its worker without a
+// settlement or an Extend (Options.Visibility, or its default).
+func (f *Frontier) Visibility() time.Duration { return f.o.Visibility }
 
 // newNonce is 64 random bits, in hex: a process's part of its takes' ids.
 func newNonce() string {
