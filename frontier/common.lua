@@ -465,6 +465,9 @@ local function keep()
   for i = 1, #K do
     redis.call('PEXPIRE', K[i], ttl_t)
   end
+  -- The overflow (admit), if any: a push gives it the TTL, but once full
+  -- it takes no more, and it must outlive the crawl's run like the rest.
+  redis.call('PEXPIRE', base .. 'overflow', ttl_t)
   for _, site in ipairs(redis.call('ZRANGE', K[1], '0', '-1')) do
     if site ~= '' then
       redis.call('PEXPIRE', qkey(site), ttl_t)

@@ -364,3 +364,35 @@ func TestListStalled(t *testing.T) {
 		t.Errorf("a crawl without a recorded TTL: idle %v, want -1 (unknown)", idle)
 	}
 }
+
+// The overflow (URLs past the page limit) is kept as long as the crawl's
+// other keys: a refresh gives it their TTL again. Its own TTL was set only
+// when a URL went in, so a crawl that ran past its TTL after its overflow
+// filled (or stopped growing) lost those URLs while it went on.
+func TestOverflowKeptByRefresh(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{MaxPages: 1, Shards: 1, TTL: 2 * time.Second})
+	f.Add(ctx, 0, "http://a.example/0", "http://a.example/1", "http://b.example/0")
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overflow := f.lay.Load().shards[0].base + "overflow"
+	if n := f.rdb.LLen(ctx, overflow).Val(); n != 2 {
+		t.Fatalf("overflow holds %d URLs, want 2", n)
+	}
+	// A worker on the crawl for longer than the TTL, its calls refreshing
+	// the keys (every half second: a quarter of the TTL).
+	for range 6 {
+		time.Sleep(500 * time.Millisecond)
+		if err := f.Hold(ctx, "x.example", time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.rdb.LLen(ctx, overflow).Val(); n != 2 {
+		t.Fatalf("after 3 s of refreshes with a 2 s TTL the overflow holds %d URLs, want 2", n)
+	}
+	if r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched}); r.Settled != nil {
+		t.Fatal(r.Settled)
+	}
+}
