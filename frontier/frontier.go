@@ -38,7 +38,9 @@
 // asks first (each asks once a minute, for every shard, whether its workers
 // called it or not), not on every call. Seen URLs are
 // kept as 64-bit fingerprints (FNV-1a of the normalised URL) in 256
-// intsets per shard, about 13 bytes a URL. Each process also remembers,
+// intsets per shard, about 13 bytes a URL up to CompactSeen (some 2 M URLs
+// in 16 shards, with Redis's default set-max-intset-entries). Each process
+// also remembers,
 // in 1 MiB, fingerprints its calls have had admitted or found seen, and
 // does not send those links again (without MaxPages only); so a crawl
 // whose keys are deleted under a running process is not fully re-admitted

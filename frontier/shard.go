@@ -41,8 +41,16 @@ type shard struct {
 
 // seenBuckets is how many seen SETs a shard splits its fingerprints over,
 // so each stays a compact intset (set-max-intset-entries, 512 by default)
-// up to about 2 M URLs per 16 shards.
+// up to about 2 M URLs per 16 shards (CompactSeen). Past it a set is a
+// hash table: some 77 bytes a URL rather than 9.
 const seenBuckets = 256
+
+// CompactSeen is how many URLs a crawl of shards shards can have seen
+// before its seen sets stop being compact intsets, when Redis keeps an
+// intset up to intsetEntries members (set-max-intset-entries).
+func CompactSeen(shards, intsetEntries int) int64 {
+	return int64(shards) * seenBuckets * int64(intsetEntries)
+}
 
 func newShard(o Options, n int) *shard {
 	base := o.Prefix + ":{s" + strconv.Itoa(n) + "/crawl:" + o.Crawl + "}:"

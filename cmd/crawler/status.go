@@ -59,6 +59,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	// process's flags.
 	fmt.Fprintf(stdout, "limits: %s\n", limits(meta, st))
 	fmt.Fprintf(stdout, "scope: %s\n", meta.Scope)
+	if note := seenNote(st.Seen, meta.Shards); note != "" {
+		fmt.Fprintln(stdout, note)
+	}
 	if (st.Queued > 0 || st.InFlight > 0) && meta.Stalled() {
 		fmt.Fprintf(stdout, "stalled: no process has worked on it for %s (its processes stopped or died); crawler run --crawl %s carries it on\n",
 			meta.Idle().Round(time.Second), cfg.Crawl)
@@ -135,6 +138,18 @@ func siteRow(s frontier.SiteQueue, limit string, ls limiter.SiteStatus) string {
 	}
 	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t", s.Site, limit, capNow, ls.ExtraDelay, ttfb, back,
 		ls.Holders, ls.Waiting, s.Queued, ready, ls.NextIn)
+}
+
+// seenNote warns of a crawl that has seen more URLs than its seen sets
+// hold compactly with Redis's default set-max-intset-entries (512), and says
+// what to set; "" for one that has not.
+func seenNote(seen int64, shards int) string {
+	if seen <= frontier.CompactSeen(shards, 512) {
+		return ""
+	}
+	return fmt.Sprintf("seen URLs: %d, past the %d that %d shards keep compact with Redis's default set-max-intset-entries 512: "+
+		"unless it is set higher, each costs some 77 bytes rather than 9 (CONFIG SET set-max-intset-entries 4096 keeps %d compact)",
+		seen, frontier.CompactSeen(shards, 512), shards, frontier.CompactSeen(shards, 4096))
 }
 
 // limits says what the crawl applies, from its meta: shards, page limit

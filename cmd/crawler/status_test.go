@@ -48,3 +48,15 @@ func TestLimitsSiteFull(t *testing.T) {
 		t.Errorf("limits without drops = %q", got)
 	}
 }
+
+// status warns of a crawl past what its seen sets keep compact at Redis's
+// default intset size, and names the setting; not before.
+func TestSeenNote(t *testing.T) {
+	if note := seenNote(2_000_000, 16); note != "" {
+		t.Errorf("2 M URLs in 16 shards: %q, want nothing (2,097,152 fit)", note)
+	}
+	note := seenNote(3_000_000, 16)
+	if !strings.Contains(note, "past the 2097152") || !strings.Contains(note, "set-max-intset-entries 4096 keeps 16777216") {
+		t.Errorf("3 M URLs in 16 shards: %q", note)
+	}
+}
