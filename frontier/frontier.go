@@ -75,6 +75,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -300,7 +301,9 @@ type Frontier struct {
 	rulesMu  sync.Mutex
 	rules    ScopeRules
 	rulesSet bool
-	// cursor rotates Next over the shards.
+	// cursor rotates Next over the shards, from a place of the process's
+	// own (New), so that processes started together do not all begin on
+	// the same shard.
 	cursor atomic.Uint32
 	// idle is set when the last look at all shards found nothing ready.
 	idle atomic.Bool
@@ -343,6 +346,7 @@ func New(rdb redis.Cmdable, opts *Options) *Frontier {
 	if f.o.MaxPages == 0 {
 		f.seen = &seenCache{}
 	}
+	f.cursor.Store(mathrand.Uint32())
 	return f
 }
 
