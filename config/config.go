@@ -37,7 +37,7 @@ type Config struct {
 	Semaphore          string        `yaml:"semaphore" env:"CRAWLER_SEMAPHORE" flag:"semaphore" help:"semaphore mode: locked (Redis in Action, lock-guarded) or atomic (one Lua script)"`
 	SiteKey            string        `yaml:"site_key" env:"CRAWLER_SITE_KEY" flag:"site-key" help:"what one cap covers: host (each host:port) or domain (every host of a registered domain together; robots.txt stays per host); every process of a crawl must give the same"`
 	MaxPages           int           `yaml:"max_pages" env:"CRAWLER_MAX_PAGES" flag:"max-pages" help:"stop admitting URLs after this many (0: no limit)"`
-	MaxQueuedPerSite   int           `yaml:"max_queued_per_site" env:"CRAWLER_MAX_QUEUED_PER_SITE" flag:"max-queued-per-site" help:"most URLs queued for one site; new links past it are dropped, not remembered, and found again later (bounds a spider trap's cost in Redis; 0: no bound)"`
+	MaxQueuedPerSite   int           `yaml:"max_queued_per_site" env:"CRAWLER_MAX_QUEUED_PER_SITE" flag:"max-queued-per-site" help:"most URLs queued for one site from links found on pages (seeds and sitemaps aside); links past it are dropped and not remembered, so found again only on pages fetched later (bounds a spider trap's cost in Redis, ~87 bytes a URL; 0: no bound)"`
 	Shards             int           `yaml:"shards" env:"CRAWLER_SHARDS" flag:"shards" help:"hash tags the crawl's frontier spreads over, for Redis Cluster; fixed by the crawl's first process (later ones use the crawl's)"`
 	CrawlTTL           time.Duration `yaml:"crawl_ttl" env:"CRAWLER_CRAWL_TTL" flag:"crawl-ttl" help:"how long a crawl's keys stay in Redis once no process works on it (each process refreshes them while it runs); 'crawler delete' removes them sooner"`
 	AllowDomain        Repeated      `yaml:"allow_domain" env:"CRAWLER_ALLOW_DOMAIN" flag:"allow-domain" help:"follow links to this domain and its subdomains too, besides the seeds' sites (repeatable; a host, IP address or host:port; with --site-key domain, a registered domain); stored with the crawl by the process that creates it"`
@@ -92,7 +92,7 @@ const MinURLLength = 256
 // Default is the configuration before any file, variable or flag.
 func Default() Config {
 	return Config{
-		Redis: "redis://127.0.0.1:6379", Prefix: "polite", Crawl: "default", MaxPerSite: 3, MaxQueuedPerSite: 100000, Workers: 8, Shards: 16,
+		Redis: "redis://127.0.0.1:6379", Prefix: "polite", Crawl: "default", MaxPerSite: 3, MaxQueuedPerSite: 1000000, Workers: 8, Shards: 16,
 		UserAgent: "politebot/0.1 (+https://github.com/polite-crawler/polite)", Lease: 10 * time.Second,
 		Semaphore: limiter.ModeLockedName, SiteKey: robots.SiteKeyHost, Visibility: 2 * time.Minute, MaxAttempts: 3, Timeout: time.Minute,
 		MaxBodySize: 10 << 20, MaxCrawlDelay: 30 * time.Second, Progress: 5 * time.Second,

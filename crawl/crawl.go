@@ -115,7 +115,8 @@ type Crawler struct {
 	counts                         [numOutcomes]atomic.Int64 // turns recorded, by outcome
 	bytes                          atomic.Int64              // body bytes read
 	inflight, tooLong, linksClosed atomic.Int64
-	tooLongSeen                    atomic.Bool // the first such link is logged at Info
+	tooLongSeen                    atomic.Bool  // the first such link is logged at Info
+	fullWarned                     atomic.Int64 // unix ns of the last warning of links dropped at a site's bound
 }
 
 // New returns a Crawler. rob must fetch robots.txt under permits too (see

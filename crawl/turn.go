@@ -212,11 +212,26 @@ func (c *Crawler) settleTurn(ctx context.Context, e ending, res *fetch.Reservati
 		c.record(s.Item, e.pg, v, err)
 	}
 	c.settle(ctx, s.Item, withoutLost(r.Settled))
+	if r.SiteFull > 0 {
+		c.warnSiteFull(s.Item, r.SiteFull)
+	}
 	if !s.Next {
 		spare.Release()
 		return nil
 	}
 	return &turn{r.Next, r.NextErr, spare}
+}
+
+// warnSiteFull says, at most once a minute, that a page's links were
+// dropped at their site's queue bound: a very big site, or a spider trap.
+func (c *Crawler) warnSiteFull(it frontier.Item, n int64) {
+	now, last := time.Now().UnixNano(), c.fullWarned.Load()
+	if now-last < int64(time.Minute) || !c.fullWarned.CompareAndSwap(last, now) {
+		return
+	}
+	c.o.Log.Warn("links dropped: their site has --max-queued-per-site URLs queued (a very big site, or a spider trap); "+
+		"they are queued if a page fetched later links to them again (crawler status counts them; this warning comes at most once a minute)",
+		"page", it.URL, "dropped", n)
 }
 
 // withoutLost is err less its limiter.ErrPermitLost parts: a permit lost

@@ -1,8 +1,8 @@
 -- add.lua: admit new URLs into a shard, each once per crawl.
 -- KEYS, ARGV[1] and the numbers: see common.lua.
--- own number: the crawl's scope size to note in counts (0: none; it only grows);
---         Seed gives it (a process joining the crawl), and then the shard
---         is refilled first
+-- own numbers: the crawl's scope size to note in counts (0: none; it only
+--         grows); Seed gives it (a process joining the crawl), and then the
+--         shard is refilled first; the site bound (common.lua sitemax)
 -- ARGV[3..] quadruples: fingerprint, seen bucket, site, item json
 -- Returns reply (common.lua) for 1 settled and admitted, which counts the refilled
 -- URLs too.
@@ -42,7 +42,8 @@ local function refill()
 end
 
 local added = 0
-local size = own_nums(1)
+local size
+size, sitemax = own_nums(2)
 if size ~= 0 then
   if size > scope() then
     redis.call('HSET', K[3], 'scope', int_text(size))

@@ -22,9 +22,8 @@
 -- ARGV[2] numbers, packed (luanums): key TTL ms, visibility ms, default
 -- cap, page limit (0: none), refresh (keep: every key's TTL is given again
 -- unless they were given it less than this many ms ago; 0: not), park ms
--- (how long a site at its cap stays out at most), site bound (most URLs a
--- site's queue takes from admit; 0: none); then the script's own numbers,
--- if any (own_nums)
+-- (how long a site at its cap stays out at most); then the script's own
+-- numbers, if any (own_nums)
 -- ARGV[3..] the script's own
 --
 -- Constant arguments to redis.call on the per-page paths are written as
@@ -192,8 +191,10 @@ end
 -- to it admits it again.
 local OVERFLOW = 10000
 
--- full is how many links admit dropped in this call because their site's
--- queue held sitemax URLs (the reply's eighth number: the process then
+-- sitemax is the most URLs admit lets a site's queue take (0: no bound;
+-- add.lua and settle.lua set it from their own numbers: Settle's links are
+-- bounded, Seed's and Add's not). full is how many links admit dropped in
+-- this call because their site's queue held sitemax URLs (the reply's eighth number: the process then
 -- does not remember the call's links as seen, see seencache.go).
 local full
 
@@ -506,7 +507,7 @@ end
 
 -- own_nums is the script's own n numbers, packed after the common ones.
 local function own_nums(n)
-  return nums(ARGV[2], n, 57) -- past the 7 common numbers' 56 bytes
+  return nums(ARGV[2], n, 49) -- past the 6 common numbers' 48 bytes
 end
 
 -- KEY_NAMES are the shard's keys after the ready set, as shard.go names
@@ -544,25 +545,31 @@ end
 local function begin()
   base = ARGV[1]
   K = shard_keys(base, KEYS)
-  ttl, vis, defcap, limit, refresh, park, sitemax = nums(ARGV[2], 7)
-  delta, rules, full = {}, {}, 0
+  ttl, vis, defcap, limit, refresh, park = nums(ARGV[2], 6)
+  delta, rules, full, sitemax = {}, {}, 0, 0
   clock, clock_t, clock_text, back, handon, owed, held = nil, nil, nil, nil, nil, nil, nil
 end
 
 -- answered holds the replies of recent calls that took or settled an item,
--- by the call's id (its take's id, or the settled member and how), from
--- one call to the next (a library's locals outlive a call). go-redis sends
--- a command again after a read timeout or a broken connection, when Redis
--- may have run it already: each replay took another item that nobody
--- held until the visibility timeout, and a replayed settlement found its
--- item gone and answered "no longer held". A call whose id is here
--- answers what it answered and does nothing again. Two generations of at
--- most ANSWERED ids each (some 250 bytes a reply, so about 1 MB at most):
--- a replay comes within a retry's backoff, a fraction of a second. Run
--- as a script (no library: EVALSHA, the demo's miniredis) nothing is
--- kept, as before.
-local ANSWERED = 2048
-local answered, answered_old, nanswered = {}, {}, 0
+-- by the call's id (its take's id, or the settled member's take id and
+-- how), from one call to the next (a library's locals outlive a call).
+-- go-redis sends a command again after a read timeout or a broken
+-- connection, and the frontier sends a call again once after an error
+-- without an answer (Frontier.again), when Redis may have run it already:
+-- each such call took another item that nobody held until the visibility
+-- timeout, and a settlement sent again found its item gone and answered
+-- "no longer held". A call whose id is here answers what it answered and
+-- does nothing again. A call that took nothing is not kept (it changed
+-- nothing). Two generations, the newer started afresh once it holds
+-- ANSWERED replies or ANSWERED_BYTES of them (a reply carries the item's
+-- text, up to --max-url-length twice): at most some 5 MB of the server's
+-- Lua memory, one memo for every crawl on the server. A repeat is
+-- answered if it comes within one to two generations' worth of calls
+-- (8,192 at least, seconds at the benchmarks' rates); past that it runs
+-- again, as a call did before the memo. Run as a script (no library:
+-- EVALSHA, the demo's miniredis) nothing is kept.
+local ANSWERED, ANSWERED_BYTES = 8192, 2 * 1024 * 1024
+local answered, answered_old, nanswered, nbytes = {}, {}, 0, 0
 
 -- replayed is the reply already given to the call with this id, if any.
 local function replayed(id)
@@ -575,10 +582,10 @@ end
 -- remember keeps r as the reply to the call with this id, and returns it.
 local function remember(id, r)
   if LIBRARY then
-    if nanswered >= ANSWERED then
-      answered_old, answered, nanswered = answered, {}, 0
+    if nanswered >= ANSWERED or nbytes >= ANSWERED_BYTES then
+      answered_old, answered, nanswered, nbytes = answered, {}, 0, 0
     end
-    answered[id], nanswered = r, nanswered + 1
+    answered[id], nanswered, nbytes = r, nanswered + 1, nbytes + #r + #id + 40
   end
   return r
 end

@@ -1,7 +1,9 @@
 // Package frontier is the crawl queue a fleet of workers shares in Redis.
 //
-// Every URL is admitted once per crawl (normalised, then de-duplicated by a
-// 64-bit fingerprint) and delivered at least once: a worker takes an item
+// Every URL is admitted at most once per crawl (normalised, then
+// de-duplicated by a 64-bit fingerprint; a link past its site's queue bound,
+// Options.MaxQueuedPerSite, is dropped and may be admitted when found
+// again) and delivered at least once: a worker takes an item
 // for a visibility timeout, and an item whose worker dies is handed to
 // another when it runs out. The crawl is over, for every worker, when
 // nothing is queued and nothing is in flight.
@@ -169,14 +171,17 @@ type Options struct {
 	// limit allows when it seeds (Seed, with or without URLs, once the
 	// crawl has a scope). The last process's limit is in the crawl's Meta.
 	MaxPages int
-	// MaxQueuedPerSite bounds how many URLs one site's queue takes
-	// (default DefaultMaxQueuedPerSite; negative: no bound), so that a
-	// site that makes up new links without end (a spider trap, a
-	// calendar) cannot fill Redis. A new URL past it is dropped and not
-	// remembered as seen: a page fetched once the queue has room that
-	// links to it admits it. Links dropped so are counted in
-	// Stats.SiteFull. Each process's own bound applies to the links its
-	// calls admit.
+	// MaxQueuedPerSite bounds how many of the links Settle admits one
+	// site's queue takes (default DefaultMaxQueuedPerSite; negative: no
+	// bound), so that a site that makes up new links without end (a
+	// spider trap, a calendar) cannot queue them without end. A new link
+	// past it is dropped and not remembered as seen: a page fetched once
+	// the queue has room that links to it admits it, but one linked only
+	// from pages fetched meanwhile is lost. Links dropped so are counted
+	// in Stats.SiteFull and Result.SiteFull. Seed and Add are not bound by
+	// it (their callers bound what they admit: the crawler's sitemaps
+	// 200,000 URLs a site). Each process's own bound applies to the links
+	// its settlements admit.
 	MaxQueuedPerSite int
 	// TTL is how long a crawl's keys stay once no process works on it
 	// (default 24h): each process refreshes them every quarter of it, at
@@ -218,9 +223,9 @@ type Options struct {
 }
 
 // DefaultMaxQueuedPerSite is Options.MaxQueuedPerSite's default: a
-// site's queue of 100,000 URLs of 70 characters takes 8.7 MB of Redis
-// memory (more with Referrers).
-const DefaultMaxQueuedPerSite = 100_000
+// site's queue of 1,000,000 URLs of 70 characters takes some 87 MB of Redis
+// memory (more with Referrers; 8.7 MB measured at 100,000).
+const DefaultMaxQueuedPerSite = 1_000_000
 
 // MaxReferrer bounds the page URL a link's item keeps (Options.Referrers).
 const MaxReferrer = 1024
@@ -245,11 +250,8 @@ func (o *Options) get() Options {
 	if v.TTL <= 0 {
 		v.TTL = 24 * time.Hour
 	}
-	switch {
-	case v.MaxQueuedPerSite == 0:
+	if v.MaxQueuedPerSite == 0 {
 		v.MaxQueuedPerSite = DefaultMaxQueuedPerSite
-	case v.MaxQueuedPerSite < 0:
-		v.MaxQueuedPerSite = 0 // common.lua's "none"
 	}
 	if v.Shards <= 0 {
 		v.Shards = 16
@@ -412,6 +414,10 @@ func (f *Frontier) Extend(ctx context.Context, it Item) error {
 	}
 	return nil
 }
+
+// siteBound is the site bound settle.lua and add.lua take for Settle's
+// links (common.lua sitemax): 0 for none.
+func (f *Frontier) siteBound() int { return max(f.o.MaxQueuedPerSite, 0) }
 
 // Visibility is how long an item stays handed to its worker without a
 // settlement or an Extend (Options.Visibility, or its default).

@@ -48,6 +48,9 @@ func (f *Frontier) nextFrom(ctx context.Context, lay *layout, sh *shard) (Item, 
 	c := f.nextCall(sh)
 	f.pipelined(ctx, nil, c)
 	a, err := f.answer(c)
+	if unanswered(err) {
+		a, err = f.again(ctx, c)
+	}
 	if err != nil {
 		return Item{}, fmt.Errorf("frontier: next: %w", err)
 	}

@@ -11,4 +11,8 @@ if again then
 end
 local took, a, b, c = take(ARGV[3])
 keep()
-return remember(ARGV[3], reply(1, 0, scope(), took, a, b, c))
+local r = reply(1, 0, scope(), took, a, b, c)
+if took == 1 then
+  return remember(ARGV[3], r)
+end
+return r

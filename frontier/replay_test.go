@@ -87,3 +87,32 @@ func TestStalledSettleAnswersOnce(t *testing.T) {
 			r.Settled, r.Unsettled, r.NextErr, st.Done, st.InFlight)
 	}
 }
+
+// A settlement that gets no answer (a read timeout while Redis stalls,
+// and no retry of go-redis's here) is sent once more (again), and that
+// answer decides: the item is settled once and one item taken, and the
+// result says so, where it said "not settled" of an item Redis settled
+// when it woke.
+func TestSettleSentAgainWithoutAnswer(t *testing.T) {
+	ctx := ctxT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 400 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	f := New(rdb, &Options{Crawl: fmt.Sprintf("again.%d", crawls.Add(1)), Shards: 1})
+	if _, err := f.Add(ctx, 0, "http://a.example/1", "http://b.example/1", "http://c.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Result
+	stall(t, 500*time.Millisecond, func() { r = f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Next: true}) })
+	st, err := f.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Settled != nil || r.Unsettled || r.NextErr != nil || st.Done != 1 || st.InFlight != 1 {
+		t.Fatalf("settling through a stall: %v (unsettled %v), next %v; stats %d done, %d in flight; want 1 and 1",
+			r.Settled, r.Unsettled, r.NextErr, st.Done, st.InFlight)
+	}
+}

@@ -75,7 +75,7 @@ func (f *Frontier) Seed(ctx context.Context, urls ...string) (int, error) {
 	calls := make([]*call, len(lay.shards))
 	batches := make([]*batch, len(lay.shards))
 	for i, sh := range lay.shards {
-		calls[i], batches[i] = f.addCall(sh, size.Val(), by[sh]), by[sh]
+		calls[i], batches[i] = f.addCall(sh, size.Val(), 0, by[sh]), by[sh]
 	}
 	f.pipelined(ctx, nil, calls...)
 	n, err := f.added(calls, batches)

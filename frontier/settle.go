@@ -64,13 +64,19 @@ type Result struct {
 	Failed  bool  // Retry past MaxAttempts: settled as failed
 	Settled error // the settlement's failures (ErrLost among them), links' admission and Also's
 	// Unsettled means the item's own settlement did not take: it had been
-	// handed to another worker (ErrLost), or its call failed or was not
-	// sent (Settled says why). The item is, or will be, handed out again,
-	// so the turn did not finish it. A call that failed without an answer
-	// may still have run; Unsettled is then true of a settled item.
+	// handed to another worker (ErrLost), Redis refused its call, or it
+	// was not sent (Settled says why). The item is, or will be, handed out
+	// again, so the turn did not finish it. A call that got no answer is
+	// sent once more (Frontier.again), and its answer decides; when that
+	// gets none either, or answers ErrLost (the first send may have
+	// settled it), the item is taken as settled: Unsettled is false, and
+	// Settled carries the error.
 	Unsettled bool
-	Next      Item  // with Settlement.Next and NextErr nil
-	NextErr   error // ErrDone, *EmptyError, or a Redis error
+	// SiteFull is how many of the settlement's links were dropped because
+	// their site's queue was at its bound (Options.MaxQueuedPerSite).
+	SiteFull int64
+	Next     Item  // with Settlement.Next and NextErr nil
+	NextErr  error // ErrDone, *EmptyError, or a Redis error
 }
 
 var outcomes = map[Outcome]string{Fetched: "fetched", Skipped: "skipped", Retry: "retry", Deferred: "deferred", Released: "released"}
@@ -81,8 +87,10 @@ var outcomes = map[Outcome]string{Fetched: "fetched", Skipped: "skipped", Retry:
 // that shard and (with Next) takes the next item there, and an add call for
 // each other shard the links belong to. When the item's shard has nothing
 // ready, Next looks at the other shards as Next does (one or two more round
-// trips). The links are admitted even when the item was no longer held
-// (ErrLost in Settled). On a Cluster, when links for another node's shard
+// trips). The links are admitted (as Add does, within their sites' queue
+// bound, Options.MaxQueuedPerSite) even when the item was no longer held
+// (ErrLost in Settled). A call that gets no answer is sent again once
+// (see Result.Unsettled). On a Cluster, when links for another node's shard
 // could not be queued for a while (its node timed out, was down or
 // migrating), the item is not settled: Settled says so, and the item is
 // handed out again after the visibility timeout (see send).
@@ -118,23 +126,35 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 	var batches []*batch
 	for o, bt := range links {
 		if o != sh {
-			calls, batches = append(calls, f.addCall(o, 0, bt)), append(batches, bt)
+			calls, batches = append(calls, f.addCall(o, 0, f.siteBound(), bt)), append(batches, bt)
 		}
 	}
 	after := f.send(ctx, s.Also, calls, own)
 	errs := f.addAnswers(calls, batches)
 	a, err := f.answer(own)
+	resent := unanswered(err)
+	if resent {
+		a, err = f.again(ctx, own)
+	}
 	f.sent(links[sh], own, err)
+	r.SiteFull = own.full
+	for _, c := range calls {
+		r.SiteFull += c.full
+	}
 	switch {
 	case err != nil:
 		errs = append(errs, fmt.Errorf("frontier: %s %s: %w", how, it.URL, err))
 		if s.Next {
 			r.NextErr = fmt.Errorf("frontier: next: %w", err)
 		}
-		r.Unsettled = true
+		// Withheld, or refused by Redis: not settled. Still no answer:
+		// it may have run, and the item is taken as settled.
+		r.Unsettled = !unanswered(err)
 	case !a.settled:
 		errs = append(errs, fmt.Errorf("%w: %s", ErrLost, it.URL))
-		r.Unsettled = true
+		// Sent again, "not held" may be the first send's settlement,
+		// its answer no longer remembered (common.lua answered).
+		r.Unsettled = !resent
 	}
 	if after != nil {
 		if err := after(); err != nil {
@@ -173,7 +193,8 @@ func (f *Frontier) settleArgs(sh *shard, it Item, s Settlement, how, retried str
 	if s.Next {
 		take, id = "1"+s.Prefer, f.takeID(sh)
 	}
-	return []float64{float64(s.Delay.Milliseconds()), float64(rcap), float64(rdelay)}, []any{it.ID, how, retried, take, id}
+	return []float64{float64(s.Delay.Milliseconds()), float64(rcap), float64(rdelay), float64(f.siteBound())},
+		[]any{it.ID, how, retried, take, id}
 }
 
 // links are the batches of the links found on it's page, by shard: Links
@@ -259,6 +280,33 @@ func passing(err error) bool {
 	return false
 }
 
+// againTimeout bounds a call sent again (Frontier.again).
+const againTimeout = 5 * time.Second
+
+// unanswered reports whether err is a call's failure without an answer
+// from Redis (a timeout, a cut or refused connection), after which Redis
+// may or may not have run it: not a reply of Redis's, nor a settlement the
+// frontier withheld (errLinksLost).
+func unanswered(err error) bool {
+	var reply redis.Error
+	return err != nil && !errors.Is(err, errLinksLost) && !errors.As(err, &reply)
+}
+
+// again sends c, which failed without an answer (unanswered), once more on
+// its own, and returns its answer: a take or settlement Redis ran the first
+// time answers as it did then (common.lua answered), so that what became of
+// it is known, and an item is not taken twice. A caller that cancelled ctx
+// is not sent again; one whose deadline passed is, within againTimeout.
+func (f *Frontier) again(ctx context.Context, c *call) (answer, error) {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return f.answer(c)
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), againTimeout)
+	defer cancel()
+	c.run(actx, f.fn)
+	return f.answer(c)
+}
+
 // errLinksLost: a settlement was not sent because its links to other
 // shards could not be queued (send).
 var errLinksLost = errors.New("links to other shards not queued; the item comes back after the visibility timeout")
@@ -273,8 +321,8 @@ func (f *Frontier) alone(ctx context.Context, also func(redis.Pipeliner) func() 
 }
 
 // addCall is an add.lua call on sh of bt (nil: none), noting scope.
-func (f *Frontier) addCall(sh *shard, scope int64, bt *batch) *call {
-	return f.newCall(addScript, sh, []float64{float64(scope)}, bt.args()...)
+func (f *Frontier) addCall(sh *shard, scope int64, bound int, bt *batch) *call {
+	return f.newCall(addScript, sh, []float64{float64(scope), float64(bound)}, bt.args()...)
 }
 
 // Add admits the URLs found at depth (0 for seeds), each once per crawl:
@@ -290,7 +338,7 @@ func (f *Frontier) Add(ctx context.Context, depth int, urls ...string) (int, err
 	var calls []*call
 	var batches []*batch
 	for sh, bt := range f.admission(lay, nil, depth, 0, "", urls) {
-		calls, batches = append(calls, f.addCall(sh, 0, bt)), append(batches, bt)
+		calls, batches = append(calls, f.addCall(sh, 0, 0, bt)), append(batches, bt)
 	}
 	if len(calls) == 0 {
 		return 0, nil

@@ -17,11 +17,13 @@
 -- ARGV[7] the take's id (see take; '' with no take)
 -- ARGV[8..] links: quadruples as in add.lua
 -- Own numbers: delay ms; the site's cap as the worker applied it (0: keep
--- the known one); the site's delay ms (-1: keep the known one)
+-- the known one); the site's delay ms (-1: keep the known one); the site
+-- bound for the links (common.lua sitemax)
 -- Returns reply's string (common.lua): settled, admitted, the scope size
 -- (0: not read) and, with a take, what it took.
 begin()
-local delay, rcap, rdelay = own_nums(3)
+local delay, rcap, rdelay
+delay, rcap, rdelay, sitemax = own_nums(4)
 
 -- stay: the site the worker asks to stay on ('': none) when it takes an
 -- item now; nil when it takes none.
@@ -129,9 +131,10 @@ local function settle(member, how)
   return 1
 end
 
--- A call sent again (go-redis, after a timeout) gets the answer it got
--- (see answered), by its take's id, or its member and how without a take.
-local id = stay and ARGV[7] or ARGV[3] .. '\n' .. ARGV[4]
+-- A call sent again (after an error without an answer) gets the answer it
+-- got (see answered), by its take's id, or without a take by the settled
+-- member's take id (its first line) and how.
+local id = stay and ARGV[7] or (string.match(ARGV[3], '^[^\n]*') .. ' ' .. ARGV[4])
 local again = replayed(id)
 if again then
   return again

@@ -182,7 +182,7 @@ func (f *Frontier) args(sh *shard, own []float64, more ...any) ([]any, bool) {
 		refresh = max(every/2, 1)
 	}
 	n := append([]float64{float64(f.o.TTL.Milliseconds()), float64(f.o.Visibility.Milliseconds()), float64(f.o.Cap),
-		float64(f.o.MaxPages), float64(refresh), float64(f.o.Park.Milliseconds()), float64(f.o.MaxQueuedPerSite)}, own...)
+		float64(f.o.MaxPages), float64(refresh), float64(f.o.Park.Milliseconds())}, own...)
 	return append([]any{sh.base, luanums.Pack(n...)}, more...), refresh != 0
 }
 
@@ -221,7 +221,7 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) []*call 
 		// Twice the interval: a shard this process calls asks itself
 		// (args), and its refresh is not all moved into this round trip.
 		if now-sh.kept.Load() >= 2*every {
-			idle = append(idle, f.newCall(addScript, sh, []float64{0}))
+			idle = append(idle, f.newCall(addScript, sh, []float64{0, 0}))
 		}
 	}
 	return idle
@@ -286,7 +286,7 @@ func (bt *batch) args() []any {
 // since c was sent (c may have run before Redis lost the seen sets), or c
 // dropped some of them at their site's queue bound (not seen: sent again).
 func (f *Frontier) sent(bt *batch, c *call, err error) {
-	if err == nil && bt != nil && !c.full {
+	if err == nil && bt != nil && c.full == 0 {
 		f.seen.add(bt.fps, c.gen)
 	}
 }
@@ -300,7 +300,7 @@ type call struct {
 	sh     *shard
 	gen    uint64 // the seen cache's generation when it was sent (pipelined)
 	keeps  bool   // it asks for the shard's TTLs to be refreshed (args)
-	full   bool   // it dropped links at their site's queue bound (answer)
+	full   int64  // links it dropped at their site's queue bound (answer)
 }
 
 // newCall is a call of script on sh with ARGV args(sh, own, more...).
@@ -404,7 +404,7 @@ func (f *Frontier) answer(c *call) (answer, error) {
 	inst, member, _ := strings.Cut(v[head:], "\n")
 	f.noteInstance(c.sh, inst)
 	a := answer{settled: n[0] == 1, added: int(n[1]), took: n[3]}
-	c.full = n[7] > 0
+	c.full = n[7]
 	f.noteScopeLen(n[2])
 	switch a.took {
 	case 1:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,8 +33,8 @@ func wideSite(t *testing.T, n int) (*httptest.Server, *atomic.Int64) {
 }
 
 // --max-queued-per-site bounds one site's queue: the links past it are
-// dropped and counted, and the site sees only the pages queued; 0 sets no
-// bound.
+// dropped, counted and warned of, and the site sees only the pages queued;
+// 0 sets no bound.
 func TestMaxQueuedPerSite(t *testing.T) {
 	for _, c := range []struct {
 		bound, want, full int
@@ -45,7 +46,7 @@ func TestMaxQueuedPerSite(t *testing.T) {
 			hs, pages := wideSite(t, 30)
 			cfg := settings(t)
 			cfg.MaxQueuedPerSite, cfg.Shards, cfg.Sitemaps = c.bound, 1, false
-			cr, _ := build(t, cfg)
+			cr, logs := build(t, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			if err := cr.Seed(ctx, []string{hs.URL + "/"}); err != nil {
@@ -61,6 +62,9 @@ func TestMaxQueuedPerSite(t *testing.T) {
 			if got := pages.Load(); got != int64(c.want) || st.SiteFull != int64(c.full) || st.Done != int64(c.want) {
 				t.Fatalf("the site saw %d pages, the frontier %d done and %d links dropped at the bound; want %d, %d, %d (stats %+v)",
 					got, st.Done, st.SiteFull, c.want, c.want, c.full, st)
+			}
+			if warned := strings.Contains(logs.String(), "links dropped"); warned != (c.full > 0) {
+				t.Fatalf("warned of links dropped: %v, want %v; log:\n%s", warned, c.full > 0, logs)
 			}
 		})
 	}
