@@ -226,7 +226,10 @@ func (c *Crawler) listen(w *worker) {
 	})
 }
 
-// frontierTimeout bounds a frontier call that a stop does not cut.
+// frontierTimeout bounds a frontier call that a stop does not cut. A take
+// or settlement that gets no answer is sent once more, within a bound of
+// its own (frontier.Frontier's againTimeout, as long), so when Redis
+// stalls a turn's settlement can take twice this.
 const frontierTimeout = 5 * time.Second
 
 // next takes the next item. A stop does not cut it: once its script may

@@ -564,8 +564,9 @@ end
 -- ANSWERED replies or ANSWERED_BYTES of them (a reply carries the item's
 -- text, up to --max-url-length twice): at most some 2.5 MB of the server's
 -- Lua memory, one memo for every crawl on the server. A repeat is
--- answered if it comes within one to two generations' worth of calls
--- (4,096 at least). That covers what makes a call go unanswered: Redis
+-- answered if it comes within one generation's worth of calls: 4,096, or
+-- fewer when the replies are long (1 MB of them: some 2,500 at 400 bytes,
+-- 60 at 16 KB). That covers what makes a call go unanswered: Redis
 -- stalled (a fork, a slow disk, a long command), and when it woke it ran
 -- the first send and, soon after, its repeat, with between them only what
 -- the fleet's workers, each blocked on its own call, had sent meanwhile
@@ -578,12 +579,17 @@ end
 local ANSWERED, ANSWERED_BYTES = 4096, 1024 * 1024
 local answered, answered_old, nanswered, nbytes = {}, {}, 0, 0
 
--- replayed is the reply already given to the call with this id, if any.
+-- replayed is the reply already given to the call with this id, if any,
+-- marked as a repeat: its first number (settled, 1 or 0) plus 2, so that
+-- the process knows a "no longer held" in it is what the first send found.
 local function replayed(id)
   if not LIBRARY then
     return nil
   end
-  return answered[id] or answered_old[id]
+  local r = answered[id] or answered_old[id]
+  if r then
+    return packed(nums(r, 1) + 2) .. string.sub(r, 9)
+  end
 end
 
 -- remember keeps r as the reply to the call with this id, and returns it.

@@ -44,3 +44,29 @@ func TestExtendKeepsItem(t *testing.T) {
 		t.Fatalf("Extend of a settled item: %v, want ErrLost", err)
 	}
 }
+
+// An Extend after the crawl was deleted under its worker (delete --force)
+// finds nothing held and makes none of the crawl's keys again, though it
+// carries the shard's refresh.
+func TestExtendAfterDeleteMakesNoKeys(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 1})
+	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	f.lay.Load().shards[0].kept.Store(0) // its next call carries the refresh
+	if err := f.Extend(ctx, it); !errors.Is(err, ErrLost) {
+		t.Fatalf("Extend after the delete: %v, want ErrLost", err)
+	}
+	keys, err := f.rdb.Keys(ctx, f.o.Prefix+":*"+f.o.Crawl+"*").Result()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("after Extend of a deleted crawl: keys %v, %v; want none", keys, err)
+	}
+}

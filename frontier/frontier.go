@@ -40,8 +40,8 @@
 // asks first (each asks once a minute, for every shard, whether its workers
 // called it or not), not on every call. Seen URLs are
 // kept as 64-bit fingerprints (FNV-1a of the normalised URL) in 256
-// intsets per shard, about 13 bytes a URL up to CompactSeen (some 2 M URLs
-// in 16 shards, with Redis's default set-max-intset-entries). Each process
+// intsets per shard, about 13 bytes a URL up to CompactSeen a shard (some
+// 131,000 URLs with Redis's default set-max-intset-entries). Each process
 // also remembers,
 // in 1 MiB, fingerprints its calls have had admitted or found seen, and
 // does not send those links again (without MaxPages only); so a crawl
@@ -405,8 +405,13 @@ func (f *Frontier) Extend(ctx context.Context, it Item) error {
 	c := f.newCall(touchScript, lay.of(it.Site), nil, it.ID)
 	c.run(ctx, f.fn)
 	held, err := c.cmd.Int()
+	if err != nil || held == 0 {
+		// Its refresh, if it carried one, is not done (touch.lua): the
+		// next call asks again. (It writes no seen set: the process's
+		// cache stays.)
+		c.unkeep()
+	}
 	if err != nil {
-		f.failed(c)
 		return fmt.Errorf("frontier: extend %s: %w", it.URL, err)
 	}
 	if held == 0 {

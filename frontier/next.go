@@ -48,7 +48,7 @@ func (f *Frontier) nextFrom(ctx context.Context, lay *layout, sh *shard) (Item, 
 	c := f.nextCall(sh)
 	f.pipelined(ctx, nil, c)
 	a, err := f.answer(c)
-	if unanswered(err) {
+	if unanswered(c.cmd.Err()) {
 		a, err = f.again(ctx, c)
 	}
 	if err != nil {

@@ -2,7 +2,11 @@ package frontier
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,5 +118,108 @@ func TestSettleSentAgainWithoutAnswer(t *testing.T) {
 	if r.Settled != nil || r.Unsettled || r.NextErr != nil || st.Done != 1 || st.InFlight != 1 {
 		t.Fatalf("settling through a stall: %v (unsettled %v), next %v; stats %d done, %d in flight; want 1 and 1",
 			r.Settled, r.Unsettled, r.NextErr, st.Done, st.InFlight)
+	}
+}
+
+// proxy forwards loopback connections to Redis until it is shut: then it
+// refuses new ones and cuts those it carries.
+type proxy struct {
+	l     net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newProxy(t *testing.T, to string) *proxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{l: l}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			r, err := net.Dial("tcp", to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, r)
+			p.mu.Unlock()
+			go func() { io.Copy(r, c); r.Close() }()
+			go func() { io.Copy(c, r); c.Close() }()
+		}
+	}()
+	t.Cleanup(p.shut)
+	return p
+}
+
+func (p *proxy) shut() {
+	p.l.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// A settlement that could not be sent at all (Redis refuses connections)
+// is not settled, and says so: the item comes back after the visibility
+// timeout, and its turn is not its URL's last.
+func TestSettleNotSentIsUnsettled(t *testing.T) {
+	ctx := ctxT(t)
+	p := newProxy(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: p.l.Addr().String(), MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { rdb.Close() })
+	f := New(rdb, &Options{Crawl: fmt.Sprintf("refused.%d", crawls.Add(1)), Shards: 1})
+	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.shut()
+	r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched})
+	if r.Settled == nil || !r.Unsettled {
+		t.Fatalf("settling with Redis unreachable: %v, unsettled %v; want an error, unsettled", r.Settled, r.Unsettled)
+	}
+}
+
+// A repeat answered from memory that says "no longer held" is what the
+// first send found: the item was handed out again before it, and the
+// settlement is unsettled, not taken as settled.
+func TestRepeatNotHeldIsUnsettled(t *testing.T) {
+	ctx := ctxT(t)
+	// No retry of go-redis's: the first send gets no answer, and the
+	// frontier's own repeat (again) gets the remembered one.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 400 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	f := New(rdb, &Options{Crawl: fmt.Sprintf("repeatlost.%d", crawls.Add(1)), Shards: 1, Visibility: 300 * time.Millisecond})
+	if _, err := f.Add(ctx, 0, "http://a.example/1", "http://b.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	other, err := nextSoon(ctx, f, time.Second) // tidies: it is handed out again
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.URL != it.URL {
+		if other, err = nextSoon(ctx, f, time.Second); err != nil || other.URL != it.URL {
+			t.Fatalf("the expired item was not handed out again: %+v, %v", other, err)
+		}
+	}
+	var r Result
+	stall(t, 500*time.Millisecond, func() { r = f.Settle(ctx, Settlement{Item: it, Outcome: Fetched}) })
+	if !errors.Is(r.Settled, ErrLost) || !r.Unsettled {
+		t.Fatalf("the late settlement through a stall: %v, unsettled %v; want ErrLost, unsettled", r.Settled, r.Unsettled)
 	}
 }

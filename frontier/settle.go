@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -132,9 +133,10 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 	after := f.send(ctx, s.Also, calls, own)
 	errs := f.addAnswers(calls, batches)
 	a, err := f.answer(own)
-	resent := unanswered(err)
-	if resent {
+	ran := mayHaveRun(own.cmd.Err())
+	if unanswered(own.cmd.Err()) {
 		a, err = f.again(ctx, own)
+		ran = ran || mayHaveRun(own.cmd.Err())
 	}
 	f.sent(links[sh], own, err)
 	r.SiteFull = own.full
@@ -147,14 +149,15 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 		if s.Next {
 			r.NextErr = fmt.Errorf("frontier: next: %w", err)
 		}
-		// Withheld, or refused by Redis: not settled. Still no answer:
-		// it may have run, and the item is taken as settled.
-		r.Unsettled = !unanswered(err)
+		// Withheld, refused by Redis or never sent: not settled. A send
+		// that got no answer may have run: the item is taken as settled.
+		r.Unsettled = !ran
 	case !a.settled:
 		errs = append(errs, fmt.Errorf("%w: %s", ErrLost, it.URL))
-		// Sent again, "not held" may be the first send's settlement,
-		// its answer no longer remembered (common.lua answered).
-		r.Unsettled = !resent
+		// Sent again, "not held" may be the first send's settlement, its
+		// answer no longer remembered (common.lua answered); a
+		// remembered answer (a.repeat) is what the first send found.
+		r.Unsettled = !ran || a.repeat
 	}
 	if after != nil {
 		if err := after(); err != nil {
@@ -283,13 +286,31 @@ func passing(err error) bool {
 // againTimeout bounds a call sent again (Frontier.again).
 const againTimeout = 5 * time.Second
 
-// unanswered reports whether err is a call's failure without an answer
-// from Redis (a timeout, a cut or refused connection), after which Redis
-// may or may not have run it: not a reply of Redis's, nor a settlement the
-// frontier withheld (errLinksLost).
+// unanswered reports whether err, a call's command's error, is a failure
+// without an answer from Redis (a timeout, a cut or refused connection),
+// after which the call may be sent again: not a reply of Redis's, nor a
+// settlement the frontier withheld (errLinksLost).
 func unanswered(err error) bool {
 	var reply redis.Error
 	return err != nil && !errors.Is(err, errLinksLost) && !errors.As(err, &reply)
+}
+
+// mayHaveRun reports whether a call that failed with err, its command's
+// error, may have run in Redis all the same: it got no answer (unanswered)
+// but was sent, as far as the client knows: not a connection that could
+// not be made (a refused dial), a pool with no connection to give, a
+// closed client, or a context that had ended before the call was made.
+func mayHaveRun(err error) bool {
+	var op *net.OpError
+	switch {
+	case !unanswered(err):
+		return false
+	case errors.As(err, &op) && op.Op == "dial",
+		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed),
+		errors.Is(err, context.Canceled):
+		return false
+	}
+	return true
 }
 
 // again sends c, which failed without an answer (unanswered), once more on

@@ -41,15 +41,16 @@ type shard struct {
 
 // seenBuckets is how many seen SETs a shard splits its fingerprints over,
 // so each stays a compact intset (set-max-intset-entries, 512 by default)
-// up to about 2 M URLs per 16 shards (CompactSeen). Past it a set is a
-// hash table: some 77 bytes a URL rather than 9.
+// up to about 131,000 URLs a shard (CompactSeen). Past it a set is a hash
+// table: some 77 bytes a URL rather than 9.
 const seenBuckets = 256
 
-// CompactSeen is how many URLs a crawl of shards shards can have seen
-// before its seen sets stop being compact intsets, when Redis keeps an
-// intset up to intsetEntries members (set-max-intset-entries).
-func CompactSeen(shards, intsetEntries int) int64 {
-	return int64(shards) * seenBuckets * int64(intsetEntries)
+// CompactSeen is how many URLs one shard can have seen before its seen
+// sets stop being compact intsets, when Redis keeps an intset up to
+// intsetEntries members (set-max-intset-entries): a crawl's sites spread
+// over its shards, but each site's URLs all go to one.
+func CompactSeen(intsetEntries int) int64 {
+	return seenBuckets * int64(intsetEntries)
 }
 
 func newShard(o Options, n int) *shard {
@@ -322,6 +323,12 @@ func (f *Frontier) newCall(script *luafn.Script, sh *shard, own []float64, more 
 // its first answer: noteInstance).
 func (f *Frontier) failed(c *call) {
 	f.seen.clear()
+	c.unkeep()
+}
+
+// unkeep has the next call on c's shard ask for the refresh c asked for,
+// if any: c did not do it.
+func (c *call) unkeep() {
 	if c.sh != nil && c.keeps {
 		c.sh.kept.Store(0)
 	}
@@ -382,6 +389,7 @@ func (f *Frontier) noteInstance(sh *shard, inst string) {
 // answer is a shard script's reply (see settle.lua).
 type answer struct {
 	settled bool
+	repeat  bool // the answer to an earlier send of the call (common.lua answered)
 	added   int
 	took    int64 // 1: it, 0: empty, -1: not asked
 	it      Item
@@ -403,7 +411,8 @@ func (f *Frontier) answer(c *call) (answer, error) {
 	}
 	inst, member, _ := strings.Cut(v[head:], "\n")
 	f.noteInstance(c.sh, inst)
-	a := answer{settled: n[0] == 1, added: int(n[1]), took: n[3]}
+	// settled is 1 or 0; plus 2 in an answer common.lua remembered (repeat).
+	a := answer{settled: n[0]%2 == 1, repeat: n[0] >= 2, added: int(n[1]), took: n[3]}
 	c.full = n[7]
 	f.noteScopeLen(n[2])
 	switch a.took {

@@ -24,7 +24,11 @@ type Stats struct {
 	// page, the page's other links to the site are dropped unlooked-at,
 	// so links to URLs already seen count too.
 	SiteFull int64
-	Shards   int // the crawl's shard count
+	// SeenMostInShard is the most URLs seen in one shard: a site's URLs
+	// all go to one shard, so one big site fills its shard's seen sets
+	// alone (see CompactSeen).
+	SeenMostInShard int64
+	Shards          int // the crawl's shard count
 	// Held is, when queued sites wait and none may be tried now, the one
 	// the frontier hands out soonest; zero when a site is ready, or when
 	// every site with URLs queued is at its cap.
@@ -75,6 +79,7 @@ func queueStats(ctx context.Context, pipe redis.Pipeliner, lay *layout) func() S
 			st.Failed += n("failed")
 			st.Admitted += n("admitted")
 			st.Seen += n("admitted") + n("over")
+			st.SeenMostInShard = max(st.SeenMostInShard, n("admitted")+n("over"))
 			st.Skipped += n("skipped")
 			st.Over += n("over")
 			st.Dropped += n("dropped")

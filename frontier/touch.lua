@@ -5,10 +5,9 @@
 -- Returns 1, or 0 when the item is no longer in flight: it was handed out
 -- again (its worker had been quiet past the timeout) or settled.
 begin()
-local held = 0
-if redis.call('ZSCORE', K[2], ARGV[3]) then
-  redis.call('ZADD', K[2], 'XX', now() + vis, ARGV[3])
-  held = 1
+if not redis.call('ZSCORE', K[2], ARGV[3]) then
+  return 0 -- no refresh either: the crawl may have been deleted
 end
+redis.call('ZADD', K[2], 'XX', now() + vis, ARGV[3])
 keep() -- the call may carry the shard's refresh (args)
-return held
+return 1

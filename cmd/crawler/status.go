@@ -59,7 +59,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	// process's flags.
 	fmt.Fprintf(stdout, "limits: %s\n", limits(meta, st))
 	fmt.Fprintf(stdout, "scope: %s\n", meta.Scope)
-	if note := seenNote(st.Seen, meta.Shards); note != "" {
+	if note := seenNote(st.SeenMostInShard); note != "" {
 		fmt.Fprintln(stdout, note)
 	}
 	if (st.Queued > 0 || st.InFlight > 0) && meta.Stalled() {
@@ -140,16 +140,17 @@ func siteRow(s frontier.SiteQueue, limit string, ls limiter.SiteStatus) string {
 		ls.Holders, ls.Waiting, s.Queued, ready, ls.NextIn)
 }
 
-// seenNote warns of a crawl that has seen more URLs than its seen sets
-// hold compactly with Redis's default set-max-intset-entries (512), and says
-// what to set; "" for one that has not.
-func seenNote(seen int64, shards int) string {
-	if seen <= frontier.CompactSeen(shards, 512) {
+// seenNote warns of a crawl with a shard that has seen more URLs (most:
+// Stats.SeenMostInShard) than its seen sets hold compactly with Redis's
+// default set-max-intset-entries (512), and says what to set; "" when none
+// has.
+func seenNote(most int64) string {
+	if most <= frontier.CompactSeen(512) {
 		return ""
 	}
-	return fmt.Sprintf("seen URLs: %d, past the %d that %d shards keep compact with Redis's default set-max-intset-entries 512: "+
-		"unless it is set higher, each costs some 77 bytes rather than 9 (CONFIG SET set-max-intset-entries 4096 keeps %d compact)",
-		seen, frontier.CompactSeen(shards, 512), shards, frontier.CompactSeen(shards, 4096))
+	return fmt.Sprintf("seen URLs: %d in one shard, past the %d a shard keeps compact with Redis's default set-max-intset-entries 512: "+
+		"unless it is set higher, each past it costs some 77 bytes rather than 9 (CONFIG SET set-max-intset-entries 4096 keeps %d a shard compact)",
+		most, frontier.CompactSeen(512), frontier.CompactSeen(4096))
 }
 
 // limits says what the crawl applies, from its meta: shards, page limit

@@ -52,11 +52,11 @@ func TestLimitsSiteFull(t *testing.T) {
 // status warns of a crawl past what its seen sets keep compact at Redis's
 // default intset size, and names the setting; not before.
 func TestSeenNote(t *testing.T) {
-	if note := seenNote(2_000_000, 16); note != "" {
-		t.Errorf("2 M URLs in 16 shards: %q, want nothing (2,097,152 fit)", note)
+	if note := seenNote(131_072); note != "" {
+		t.Errorf("131,072 URLs in a shard: %q, want nothing (they fit)", note)
 	}
-	note := seenNote(3_000_000, 16)
-	if !strings.Contains(note, "past the 2097152") || !strings.Contains(note, "set-max-intset-entries 4096 keeps 16777216") {
-		t.Errorf("3 M URLs in 16 shards: %q", note)
+	note := seenNote(200_000)
+	if !strings.Contains(note, "200000 in one shard, past the 131072") || !strings.Contains(note, "set-max-intset-entries 4096 keeps 1048576") {
+		t.Errorf("200,000 URLs in a shard: %q", note)
 	}
 }
