@@ -45,12 +45,7 @@ func (f *Frontier) NextNear(ctx context.Context, site string) (Item, error) {
 // nextFrom takes from shard sh, or, when it has nothing ready, from
 // elsewhere.
 func (f *Frontier) nextFrom(ctx context.Context, lay *layout, sh *shard) (Item, error) {
-	c := f.nextCall(sh)
-	f.pipelined(ctx, nil, c)
-	a, err := f.answer(c)
-	if unanswered(c.cmd.Err()) {
-		a, err = f.again(ctx, c)
-	}
+	a, err := f.takeOn(ctx, sh)
 	if err != nil {
 		return Item{}, fmt.Errorf("frontier: next: %w", err)
 	}
@@ -62,6 +57,19 @@ func (f *Frontier) nextFrom(ctx context.Context, lay *layout, sh *shard) (Item, 
 
 func (f *Frontier) nextCall(sh *shard) *call {
 	return f.newCall(nextScript, sh, nil, f.takeID(sh))
+}
+
+// takeOn takes the next item of shard sh (next.lua), in a round trip of the
+// process's combined ones; a take that gets no answer is sent once more
+// (again), so that an item it took is not left with nobody.
+func (f *Frontier) takeOn(ctx context.Context, sh *shard) (answer, error) {
+	c := f.nextCall(sh)
+	f.pipelined(ctx, nil, c)
+	a, err := f.answer(c)
+	if unanswered(c.cmd.Err()) {
+		a, err = f.again(ctx, c)
+	}
+	return a, err
 }
 
 // elsewhere is Next once shard tried (nil: none) has had nothing ready
@@ -103,9 +111,7 @@ func (f *Frontier) probeNext(ctx context.Context, lay *layout, tried *shard, emp
 		}
 	}
 	if pick != nil {
-		c := f.nextCall(pick)
-		f.pipelined(ctx, nil, c)
-		a, err := f.answer(c)
+		a, err := f.takeOn(ctx, pick)
 		if err != nil {
 			return Item{}, fmt.Errorf("frontier: next: %w", err)
 		}
