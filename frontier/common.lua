@@ -194,8 +194,9 @@ local OVERFLOW = 10000
 -- sitemax is the most URLs admit lets a site's queue take (0: no bound;
 -- add.lua and settle.lua set it from their own numbers: Settle's links are
 -- bounded, Seed's and Add's not). full is how many links admit dropped in
--- this call because their site's queue held sitemax URLs (the reply's eighth number: the process then
--- does not remember the call's links as seen, see seencache.go).
+-- this call because their site's queue held sitemax URLs (the reply's
+-- eighth number: the process then does not remember the call's links as
+-- seen, see seencache.go).
 local full
 
 -- admit takes quadruples from ARGV[i0]: fingerprint, seen bucket, site,

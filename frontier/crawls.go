@@ -83,7 +83,7 @@ const stalledRefreshes = 5
 // wait for a permit, far past --timeout. A crawl with URLs queued or in
 // flight is then StateStalled: `crawler run --crawl NAME` carries it on.
 func (m Meta) Stalled() bool {
-	return m.TTL > 0 && m.Idle() > stalledRefreshes*refreshInterval(m.TTL)
+	return m.Idle() > stalledRefreshes*refreshInterval(m.TTL) // Idle is -1 without a TTL
 }
 
 // siteKeyName is "host" or "domain", told apart by what k makes of a host
@@ -202,7 +202,7 @@ func List(ctx context.Context, rdb redis.Cmdable, prefix string) (crawls []Crawl
 		}
 		st := reads[i]()
 		crawls[i].Stats = st
-		crawls[i].State = crawlState(st, crawls[i].Meta)
+		crawls[i].State = StateOf(st, crawls[i].Meta)
 	}
 	return crawls, complete, nil
 }
@@ -278,8 +278,9 @@ func readCrawls(ctx context.Context, rdb redis.Cmdable, prefix string, names []s
 	return crawls, reads, nil
 }
 
-// crawlState is the state of a crawl, whose meta m exists, with stats st.
-func crawlState(st Stats, m Meta) string {
+// StateOf is the state (StateRunning, StateStalled, StateLimit or
+// StateDone) of a crawl whose meta m exists, with stats st.
+func StateOf(st Stats, m Meta) string {
 	switch {
 	case (st.Queued > 0 || st.InFlight > 0) && m.Stalled():
 		return StateStalled

@@ -21,7 +21,8 @@ const seenCacheSlots = 1 << 17
 // one, a script may drop a new URL and forget it (common.lua admit), which
 // then must be sent again. Nor does it remember the links of a call that
 // dropped any at their site's queue bound (Options.MaxQueuedPerSite;
-// Frontier.sent). It is emptied when Redis may have lost writes to the seen sets: a call finds its script or function gone (a restart
+// Frontier.sent). It is emptied when Redis may have lost writes to the
+// seen sets: a call finds its script or function gone (a restart
 // without the data, a flush), a call fails (see Frontier.failed), or a
 // shard answers from a new instance of the library (a restart from the
 // append-only file or a snapshot, or a failover: the functions stay, the

@@ -66,12 +66,13 @@ type Result struct {
 	Settled error // the settlement's failures (ErrLost among them), links' admission and Also's
 	// Unsettled means the item's own settlement did not take: it had been
 	// handed to another worker (ErrLost), Redis refused its call, or it
-	// was not sent (Settled says why). The item is, or will be, handed out
-	// again, so the turn did not finish it. A call that got no answer is
-	// sent once more (Frontier.again), and its answer decides; when that
-	// gets none either, or answers ErrLost (the first send may have
-	// settled it), the item is taken as settled: Unsettled is false, and
-	// Settled carries the error.
+	// was never sent (Settled says why). The item is, or will be, handed
+	// out again, so the turn did not finish it. A call that got no answer
+	// is sent once more (Frontier.again), and its answer decides; when
+	// that gets none either, or answers ErrLost afresh (the first send may
+	// have settled it and its answer be forgotten), the item is taken as
+	// settled: Unsettled is false, and Settled carries the error. An
+	// ErrLost the first send's remembered answer gives is Unsettled.
 	Unsettled bool
 	// SiteFull is how many of the settlement's links were dropped because
 	// their site's queue was at its bound (Options.MaxQueuedPerSite).

@@ -20,9 +20,9 @@ type Stats struct {
 	// remembered: a URL found again counts again).
 	Over, Dropped int64
 	// SiteFull is how many links were dropped because their site's queue
-	// was at its bound (Options.MaxQueuedPerSite). After the first such link of a
-	// page, the page's other links to the site are dropped unlooked-at,
-	// so links to URLs already seen count too.
+	// was at its bound (Options.MaxQueuedPerSite). After the first such
+	// link of a page, the page's other links to the site are dropped
+	// unlooked-at, so links to URLs already seen count too.
 	SiteFull int64
 	// SeenMostInShard is the most URLs seen in one shard: a site's URLs
 	// all go to one shard, so one big site fills its shard's seen sets

@@ -62,7 +62,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if note := seenNote(st.SeenMostInShard); note != "" {
 		fmt.Fprintln(stdout, note)
 	}
-	if (st.Queued > 0 || st.InFlight > 0) && meta.Stalled() {
+	if frontier.StateOf(st, meta) == frontier.StateStalled {
 		fmt.Fprintf(stdout, "stalled: no process has worked on it for %s (its processes stopped or died); crawler run --crawl %s carries it on\n",
 			meta.Idle().Round(time.Second), cfg.Crawl)
 	}
@@ -173,7 +173,7 @@ func limits(m frontier.Meta, st frontier.Stats) string {
 		b.WriteString(")")
 	}
 	if st.SiteFull > 0 {
-		fmt.Fprintf(&b, ", %d links dropped at a site's --max-queued-per-site (found again once its queue has room)", st.SiteFull)
+		fmt.Fprintf(&b, ", %d links dropped at a site's --max-queued-per-site (queued if a page fetched later links to them again)", st.SiteFull)
 	}
 	if m.MaxPerSite > 0 {
 		fmt.Fprintf(&b, ", max per site %d", m.MaxPerSite)
