@@ -13,14 +13,26 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// stalledFrontier is a frontier of one shard with n sites of one URL each,
-// on a client whose read timeout (200ms) a stall of its Redis outlasts, so
-// that go-redis sends a call again (MaxRetries) after Redis may have run it.
-func stalledFrontier(t *testing.T, ctx context.Context, n int) *Frontier {
+// retried is a client whose read timeout (200ms) a stall of its Redis
+// outlasts, so that go-redis sends a call again (MaxRetries) after Redis
+// may have run it.
+var retried = redis.Options{ReadTimeout: 200 * time.Millisecond, MaxRetries: 3}
+
+// unretried is a client that does not send a call again itself (no
+// retry of go-redis's) and gives up on an answer after 400ms: a call
+// through a longer stall is sent again by the frontier (again).
+var unretried = redis.Options{ReadTimeout: 400 * time.Millisecond, MaxRetries: -1}
+
+// stalledFrontier is a frontier of one shard (o's other options) with n
+// sites of one URL each, on a client of the package's Redis with ro's
+// timeouts and retries.
+func stalledFrontier(t *testing.T, ctx context.Context, n int, ro redis.Options, o Options) *Frontier {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 200 * time.Millisecond, MaxRetries: 3})
+	ro.Addr = srv.Addr
+	rdb := redis.NewClient(&ro)
 	t.Cleanup(func() { rdb.Close() })
-	f := New(rdb, &Options{Crawl: fmt.Sprintf("stall.%d", crawls.Add(1)), Shards: 1})
+	o.Crawl, o.Shards = fmt.Sprintf("stall.%d", crawls.Add(1)), 1
+	f := New(rdb, &o)
 	var all []string
 	for i := range n {
 		all = append(all, fmt.Sprintf("http://st%d.example/", i))
@@ -53,7 +65,7 @@ func stall(t *testing.T, d time.Duration, do func()) {
 // each took another item that nobody held until the visibility timeout.
 func TestStalledNextTakesOnce(t *testing.T) {
 	ctx := ctxT(t)
-	f := stalledFrontier(t, ctx, 8)
+	f := stalledFrontier(t, ctx, 8, retried, Options{})
 	var it Item
 	var err error
 	stall(t, 500*time.Millisecond, func() { it, err = f.Next(ctx) })
@@ -70,54 +82,35 @@ func TestStalledNextTakesOnce(t *testing.T) {
 }
 
 // A settlement that takes the next item, through the same stall, settles
-// its item and takes one: a try after the first answers as the first did,
-// where it found its item gone ("no longer held", a turn not finished)
-// and took another.
-func TestStalledSettleAnswersOnce(t *testing.T) {
-	ctx := ctxT(t)
-	f := stalledFrontier(t, ctx, 8)
-	it, err := f.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r Result
-	stall(t, 500*time.Millisecond, func() { r = f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Next: true}) })
-	st, err := f.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Settled != nil || r.Unsettled || r.NextErr != nil || st.Done != 1 || st.InFlight != 1 {
-		t.Fatalf("settling through a stall: %v (unsettled %v), next %v; stats %d done, %d in flight; want 1 and 1",
-			r.Settled, r.Unsettled, r.NextErr, st.Done, st.InFlight)
-	}
-}
-
-// A settlement that gets no answer (a read timeout while Redis stalls,
-// and no retry of go-redis's here) is sent once more (again), and that
-// answer decides: the item is settled once and one item taken, and the
-// result says so, where it said "not settled" of an item Redis settled
+// its item and takes one, and the result says so. With go-redis's retries,
+// a try after the first answers as the first did, where it found its item
+// gone ("no longer held", a turn not finished) and took another. Without
+// them the settlement gets no answer, is sent once more (again), and that
+// answer decides, where it said "not settled" of an item Redis settled
 // when it woke.
-func TestSettleSentAgainWithoutAnswer(t *testing.T) {
-	ctx := ctxT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 400 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { rdb.Close() })
-	f := New(rdb, &Options{Crawl: fmt.Sprintf("again.%d", crawls.Add(1)), Shards: 1})
-	if _, err := f.Add(ctx, 0, "http://a.example/1", "http://b.example/1", "http://c.example/1"); err != nil {
-		t.Fatal(err)
-	}
-	it, err := f.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r Result
-	stall(t, 500*time.Millisecond, func() { r = f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Next: true}) })
-	st, err := f.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Settled != nil || r.Unsettled || r.NextErr != nil || st.Done != 1 || st.InFlight != 1 {
-		t.Fatalf("settling through a stall: %v (unsettled %v), next %v; stats %d done, %d in flight; want 1 and 1",
-			r.Settled, r.Unsettled, r.NextErr, st.Done, st.InFlight)
+func TestStalledSettleAnswersOnce(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ro   redis.Options
+	}{{"go-redis retries", retried}, {"sent again", unretried}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			f := stalledFrontier(t, ctx, 8, c.ro, Options{})
+			it, err := f.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r Result
+			stall(t, 500*time.Millisecond, func() { r = f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Next: true}) })
+			st, err := f.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Settled != nil || r.Unsettled || r.NextErr != nil || st.Done != 1 || st.InFlight != 1 {
+				t.Fatalf("settling through a stall: %v (unsettled %v), next %v; stats %d done, %d in flight; want 1 and 1",
+					r.Settled, r.Unsettled, r.NextErr, st.Done, st.InFlight)
+			}
+		})
 	}
 }
 
@@ -197,12 +190,7 @@ func TestRepeatNotHeldIsUnsettled(t *testing.T) {
 	ctx := ctxT(t)
 	// No retry of go-redis's: the first send gets no answer, and the
 	// frontier's own repeat (again) gets the remembered one.
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 400 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { rdb.Close() })
-	f := New(rdb, &Options{Crawl: fmt.Sprintf("repeatlost.%d", crawls.Add(1)), Shards: 1, Visibility: 300 * time.Millisecond})
-	if _, err := f.Add(ctx, 0, "http://a.example/1", "http://b.example/1"); err != nil {
-		t.Fatal(err)
-	}
+	f := stalledFrontier(t, ctx, 2, unretried, Options{Visibility: 300 * time.Millisecond})
 	it, err := f.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
