@@ -20,16 +20,37 @@ import (
 	"github.com/polite-crawler/polite/robots"
 )
 
-// outcomeSite serves one page of each outcome, and counts the requests.
-type outcomeSite struct {
+// pathHits counts a test site's requests by path; its zero value is ready.
+type pathHits struct {
 	mu   sync.Mutex
 	hits map[string]int
 }
 
+// count notes a request for path, and returns how many it has had.
+func (h *pathHits) count(path string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hits == nil {
+		h.hits = map[string]int{}
+	}
+	h.hits[path]++
+	return h.hits[path]
+}
+
+// hit is how many requests path has had.
+func (h *pathHits) hit(path string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.hits[path]
+}
+
+// outcomeSite serves one page of each outcome, and counts the requests.
+type outcomeSite struct {
+	pathHits
+}
+
 func (s *outcomeSite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.hits[r.URL.Path]++
-	s.mu.Unlock()
+	s.count(r.URL.Path)
 	switch r.URL.Path {
 	case "/robots.txt":
 		fmt.Fprint(w, "User-agent: *\nDisallow: /private/\n")
@@ -50,12 +71,6 @@ func (s *outcomeSite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
-}
-
-func (s *outcomeSite) hit(path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.hits[path]
 }
 
 // closedURL is the root of a loopback port nothing listens on.
@@ -101,7 +116,7 @@ func visibleCrawler(t *testing.T, name string, out *bytes.Buffer, visibility tim
 // whose robots.txt cannot be reached is unreachable with its cause. The
 // final outcomes add up to the distinct URLs done, and so does the summary.
 func TestEveryOutcomeAddsUp(t *testing.T) {
-	site := &outcomeSite{hits: map[string]int{}}
+	site := &outcomeSite{}
 	hs := httptest.NewServer(site)
 	defer hs.Close()
 	down := closedURL(t)

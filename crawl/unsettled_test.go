@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,15 +22,11 @@ import (
 type slowFirstSite struct {
 	hold  time.Duration
 	first func()
-	mu    sync.Mutex
-	hits  map[string]int
+	pathHits
 }
 
 func (s *slowFirstSite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.hits[r.URL.Path]++
-	n := s.hits[r.URL.Path]
-	s.mu.Unlock()
+	n := s.count(r.URL.Path)
 	switch r.URL.Path {
 	case "/robots.txt":
 		fmt.Fprint(w, "User-agent: *\nAllow: /\n")
@@ -50,16 +45,10 @@ func (s *slowFirstSite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *slowFirstSite) hit(path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.hits[path]
-}
-
 // A turn that outlasts the visibility timeout keeps its URL (the worker
 // extends its hold, holdItem): the page is requested once and has one line.
 func TestLongTurnKeepsItsURL(t *testing.T) {
-	site := &slowFirstSite{hold: 3 * time.Second, hits: map[string]int{}}
+	site := &slowFirstSite{hold: 3 * time.Second}
 	hs := httptest.NewServer(site)
 	defer hs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -86,7 +75,7 @@ func TestLongTurnKeepsItsURL(t *testing.T) {
 // caused by "not settled", with the frontier's error, and the process's
 // counts and summary still give the URL one final outcome.
 func TestLostSettlementIsNotFinal(t *testing.T) {
-	site := &slowFirstSite{hits: map[string]int{}}
+	site := &slowFirstSite{}
 	hs := httptest.NewServer(site)
 	defer hs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
