@@ -2,6 +2,8 @@ package frontier
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -14,11 +16,16 @@ import (
 
 	"github.com/polite-crawler/polite/internal/luafn"
 	"github.com/polite-crawler/polite/internal/luanums"
+	"github.com/polite-crawler/polite/internal/siphash"
 )
 
 // layout is a crawl's shards, as stored when the crawl was created.
 type layout struct {
 	shards []*shard
+	// key keys the URL fingerprints (fingerprint): the crawl's own, made at
+	// random by its first process. nil for a crawl made before crawls had
+	// one, whose seen sets hold unkeyed FNV-1a 64 fingerprints.
+	key *siphash.Key
 }
 
 // shard is one hash tag's keys: common.lua names them. Its tag is
@@ -69,14 +76,45 @@ func (l *layout) of(site string) *shard {
 	return l.shards[h.Sum32()%uint32(len(l.shards))]
 }
 
-// fingerprint is what the seen sets keep of a normalised URL: FNV-1a 64,
-// given to Redis as a decimal int64 (an intset member), and the bucket it
-// goes in.
-func fingerprint(norm string) (fp uint64, member, bucket string) {
-	h := fnv.New64a()
-	h.Write([]byte(norm))
-	v := h.Sum64()
+// fingerprint is what the seen sets keep of a normalised URL: SipHash-2-4
+// under the crawl's key, given to Redis as a decimal int64 (an intset
+// member), and the bucket it goes in. Keyed, so that no site can choose
+// links whose fingerprints equal another URL's, which would make that URL
+// count as seen and never be crawled: with an unkeyed hash anyone can
+// compute such collisions. A crawl made before crawls had a key goes on
+// with FNV-1a 64, as its seen sets were filled.
+func (l *layout) fingerprint(norm string) (fp uint64, member, bucket string) {
+	var v uint64
+	if l.key != nil {
+		v = l.key.Sum64(norm)
+	} else {
+		h := fnv.New64a()
+		h.Write([]byte(norm))
+		v = h.Sum64()
+	}
 	return v, strconv.FormatInt(int64(v), 10), strconv.Itoa(int(v >> 56))
+}
+
+// newFingerprintKey is a random fingerprint key in hex, which meta.lua
+// stores if this process creates the crawl.
+func newFingerprintKey() string {
+	b := make([]byte, 16)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// fingerprintKey is the key a crawl's meta stored (hex; "": none, a crawl
+// made before crawls had one).
+func fingerprintKey(stored string) (*siphash.Key, error) {
+	if stored == "" {
+		return nil, nil
+	}
+	b, err := hex.DecodeString(stored)
+	if err != nil || len(b) != 16 {
+		return nil, fmt.Errorf("bad fingerprint key in the crawl's meta (%d characters)", len(stored))
+	}
+	k := siphash.KeyOf(b)
+	return &k, nil
 }
 
 // layout is the crawl's shards. The first call of a process records it
@@ -106,7 +144,7 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 		given = "1"
 	}
 	rec := &call{script: metaScript, keys: []string{f.meta},
-		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds(), f.o.Scope.encode(), given}}
+		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds(), f.o.Scope.encode(), given, newFingerprintKey()}}
 	reg := f.registerCall()
 	f.keptAt.Store(time.Now().UnixMilli()) // these calls keep meta and the registry entry
 	f.pipelined(ctx, nil, rec, reg)
@@ -117,7 +155,7 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 		return nil, fmt.Errorf("frontier: crawl %s: register: %w", f.o.Crawl, err)
 	}
 	reply, _ := rec.cmd.StringSlice()
-	if len(reply) != 2 {
+	if len(reply) != 3 {
 		return nil, fmt.Errorf("frontier: crawl %s: meta: %d values", f.o.Crawl, len(reply))
 	}
 	if err := f.adopt(reply[1]); err != nil {
@@ -126,6 +164,9 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	l, err := f.newLayout(reply[0])
 	if err != nil {
 		return nil, err
+	}
+	if l.key, err = fingerprintKey(reply[2]); err != nil {
+		return nil, fmt.Errorf("frontier: crawl %s: %w", f.o.Crawl, err)
 	}
 	f.lay.Store(l)
 	return l, nil
@@ -254,7 +295,7 @@ func (f *Frontier) admission(lay *layout, by map[*shard]*batch, depth, hops int,
 		if err != nil {
 			continue
 		}
-		fp, member, b := fingerprint(norm)
+		fp, member, b := lay.fingerprint(norm)
 		if f.seen.has(fp) {
 			continue
 		}
