@@ -445,20 +445,14 @@ end
 -- costs 512 commands and more (the seen buckets, every queue), and a
 -- process with a longer TTL than the last refresher's gets its own. New
 -- queues get theirs when created (pushed); nothing else is created
--- between refreshes. live: refresh only a shard whose keys exist (its ready
--- set, which a sentinel keeps): a take that found nothing must not make
--- the keys of a crawl deleted (or expired) under an idle process again.
-local function keep(live)
+-- between refreshes.
+local function keep()
   for field, n in pairs(delta) do
     if n ~= 0 then
       redis.call('HINCRBY', K[3], field, INT[n] or n)
     end
   end
-  if refresh == 0 then
-    return
-  end
-  local left = redis.call('PTTL', K[1])
-  if left >= ttl - refresh or (live and left == -2) then
+  if refresh == 0 or redis.call('PTTL', K[1]) >= ttl - refresh then
     return
   end
   -- Text arguments: a number would cost a "%.17g" each, and a refresh

@@ -315,12 +315,6 @@ type Frontier struct {
 	// keptAt is when (unix ms) this process last refreshed the TTLs of meta
 	// and scope (see keepCrawl).
 	keptAt atomic.Int64
-	// keepRest is set when a refresh of meta found it there: the next
-	// round trip refreshes the registry entry and idle shards (keepCrawl).
-	// gone is set when it found meta gone (the crawl deleted, or expired):
-	// the process then refreshes nothing more, which would make the
-	// crawl's registry entry and keys again.
-	keepRest, gone atomic.Bool
 	// seen is the fingerprints this process knows seen (nil with a page
 	// limit: see seenCache).
 	seen *seenCache

@@ -69,12 +69,6 @@ func (f *Frontier) takeOn(ctx context.Context, sh *shard) (answer, error) {
 	if unanswered(c.cmd.Err()) {
 		a, err = f.again(ctx, c)
 	}
-	if err == nil && a.took == 0 && a.empty != nil && a.empty.Queued <= 0 && a.empty.InFlight == 0 {
-		// next.lua refreshes no shard without keys (deleted, or never
-		// made), so as not to make them again: the next call on the shard
-		// asks for the refresh once more, in case this one was skipped.
-		c.unkeep()
-	}
 	return a, err
 }
 
@@ -88,12 +82,8 @@ func (f *Frontier) elsewhere(ctx context.Context, lay *layout, tried *shard, emp
 		// Nothing to take, so no script call of this process's keeps the
 		// crawl's keys: a crawl whose every site waits out a long hold-off
 		// makes none anywhere. Not a crawl seen empty (done, or deleted):
-		// that would make its keys again. Two round trips: meta, then the
-		// rest (keepCrawl).
+		// that would make its keys again.
 		f.pipelined(ctx, nil)
-		if f.keepRest.Load() {
-			f.pipelined(ctx, nil)
-		}
 	}
 	return it, err
 }

@@ -10,7 +10,7 @@ if again then
   return again
 end
 local took, a, b, c = take(ARGV[3])
-keep(took == 0) -- nothing taken: a shard without keys stays so
+keep()
 local r = reply(1, 0, scope(), took, a, b, c)
 if took == 1 then
   return remember(ARGV[3], r)

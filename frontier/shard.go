@@ -237,62 +237,36 @@ func refreshInterval(ttl time.Duration) time.Duration { return min(time.Minute, 
 // keepCrawl queues on pipe a refresh of the TTLs of the crawl's own keys
 // (meta, scope) and of its registry entry, at most once a minute per
 // process: the shards' scripts keep their own keys, but cannot reach these
-// (other slots). With the registry entry it returns, to go in the same
-// round trip, a call that only refreshes (add.lua with nothing to add) for each shard this process
+// (other slots). It returns, to go in the same round trip, a call that
+// only refreshes (add.lua with nothing to add) for each shard this process
 // has not asked to refresh within two minutes: one no worker calls, while
 // every worker stays on shards with sites ready, would otherwise expire
 // with its queues and seen sets in the middle of the crawl, and its URLs
 // be lost. A shard another process refreshed in the last half minute is
 // left as it is (common.lua keep), so that costs a fleet little.
-//
-// It does that in two steps, each in a round trip the process makes
-// anyway: first meta and scope, then, if meta was there, the registry
-// entry and the shards. A crawl whose meta is gone was deleted (or
-// expired): meta is made only when a process joins (layout). Its
-// processes then refresh nothing more, so a process still looking at it
-// makes neither its registry entry nor its shard keys again. meta is the
-// first step's refresh of meta, if queued: the caller notes its outcome
-// (noteMeta).
-func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) (idle []*call, meta *redis.BoolCmd) {
+func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) []*call {
 	lay := f.lay.Load()
-	if lay == nil || f.gone.Load() { // not joined yet (or invalid Options): layout records the crawl
-		return nil, nil
+	if lay == nil { // not joined yet (or invalid Options): layout records the crawl
+		return nil
 	}
-	now := time.Now().UnixMilli()
-	if f.keepRest.CompareAndSwap(true, false) {
-		reg := f.registerCall()
-		registerEval.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
-		every := f.refreshEvery().Milliseconds()
-		for _, sh := range lay.shards {
-			// Twice the interval: a shard this process calls asks itself
-			// (args), and its refresh is not all moved into this round trip.
-			if now-sh.kept.Load() >= 2*every {
-				idle = append(idle, f.newCall(addScript, sh, []float64{0, 0}))
-			}
-		}
-		return idle, nil
-	}
-	last := f.keptAt.Load()
+	every := f.refreshEvery().Milliseconds()
+	now, last := time.Now().UnixMilli(), f.keptAt.Load()
 	if !f.keepDue(now, last) || !f.keptAt.CompareAndSwap(last, now) {
-		return nil, nil
+		return nil
 	}
-	meta = pipe.PExpire(ctx, f.meta, f.o.TTL)
+	pipe.PExpire(ctx, f.meta, f.o.TTL)
 	pipe.PExpire(ctx, f.scope, f.o.TTL)
-	return nil, meta
-}
-
-// noteMeta notes the outcome of keepCrawl's refresh of meta (nil: none
-// made): meta there, the rest of the refresh goes in the next round trip;
-// gone, none any more.
-func (f *Frontier) noteMeta(meta *redis.BoolCmd) {
-	if meta == nil || meta.Err() != nil {
-		return
+	reg := f.registerCall()
+	registerEval.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
+	var idle []*call
+	for _, sh := range lay.shards {
+		// Twice the interval: a shard this process calls asks itself
+		// (args), and its refresh is not all moved into this round trip.
+		if now-sh.kept.Load() >= 2*every {
+			idle = append(idle, f.newCall(addScript, sh, []float64{0, 0}))
+		}
 	}
-	if meta.Val() {
-		f.keepRest.Store(true)
-	} else {
-		f.gone.Store(true)
-	}
+	return idle
 }
 
 // keepDue reports whether a round trip at now (unix ms) refreshes the
@@ -421,14 +395,12 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	if also != nil {
 		after = also(pipe)
 	}
-	idle, meta := f.keepCrawl(ctx, pipe)
-	calls = append(calls[:len(calls):len(calls)], idle...) // a copy: the caller's slice is left as it was
+	calls = append(calls[:len(calls):len(calls)], f.keepCrawl(ctx, pipe)...) // a copy: the caller's slice is left as it was
 	for _, c := range calls {
 		c.gen = f.seen.generation()
 		c.cmd = c.script.Queue(ctx, f.fn, pipe, c.keys, c.args...)
 	}
 	f.comb.exec(ctx, f.rdb, pipe.Cmds()) // each command's outcome is in its cmd
-	f.noteMeta(meta)
 	for _, c := range calls {
 		if err := c.cmd.Err(); err != nil && luafn.Missing(err) {
 			f.seen.clear() // Redis restarted without its data or was flushed: the seen sets may be gone too
