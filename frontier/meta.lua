@@ -13,16 +13,16 @@
 --         they are stored if none are, stored rules that differ are a
 --         conflict, and nothing is written. A process given none stores
 --         nothing: it may only be joining, before the crawl is seeded.
--- ARGV[8] a new random fingerprint key (32 hex digits): stored as fp_key
---         by the process that creates the crawl, so that all its processes
---         key the URL fingerprints alike (Go: layout.fingerprint)
+-- The process that creates the crawl also stores fingerprints = siphash:
+-- its URL fingerprints are keyed by the prefix's fingerprint key (Go:
+-- layout.fingerprint). A crawl made before that has none, and keeps FNV-1a.
 -- Returns {stored shard count, stored scope rules or '' for none yet,
--- stored fingerprint key or '' for a crawl made before there was one}.
+-- stored fingerprints or ''}.
 -- The clock first: a call that fails (an ACL that refuses the user TIME)
 -- must fail before it writes, or it leaves a meta without its TTL.
 local now = now_ms()
 if redis.call('HSETNX', KEYS[1], 'shards', ARGV[1]) == 1 then
-  redis.call('HSET', KEYS[1], 'created', now, 'fp_key', ARGV[8])
+  redis.call('HSET', KEYS[1], 'created', now, 'fingerprints', 'siphash')
 end
 local rules = redis.call('HGET', KEYS[1], 'scope_rules')
 if not rules then
@@ -32,8 +32,8 @@ if not rules then
     redis.call('HSET', KEYS[1], 'scope_rules', rules)
   end
 elseif ARGV[7] == '1' and rules ~= ARGV[6] then
-  return {redis.call('HGET', KEYS[1], 'shards'), rules, redis.call('HGET', KEYS[1], 'fp_key') or ''}
+  return {redis.call('HGET', KEYS[1], 'shards'), rules, redis.call('HGET', KEYS[1], 'fingerprints') or ''}
 end
 redis.call('HSET', KEYS[1], 'max_per_site', ARGV[2], 'site_key', ARGV[3], 'max_pages', ARGV[4], 'ttl', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return {redis.call('HGET', KEYS[1], 'shards'), rules, redis.call('HGET', KEYS[1], 'fp_key') or ''}
+return {redis.call('HGET', KEYS[1], 'shards'), rules, redis.call('HGET', KEYS[1], 'fingerprints') or ''}

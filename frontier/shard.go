@@ -77,12 +77,12 @@ func (l *layout) of(site string) *shard {
 }
 
 // fingerprint is what the seen sets keep of a normalised URL: SipHash-2-4
-// under the crawl's key, given to Redis as a decimal int64 (an intset
-// member), and the bucket it goes in. Keyed, so that no site can choose
-// links whose fingerprints equal another URL's, which would make that URL
-// count as seen and never be crawled: with an unkeyed hash anyone can
-// compute such collisions. A crawl made before crawls had a key goes on
-// with FNV-1a 64, as its seen sets were filled.
+// under the prefix's fingerprint key, given to Redis as a decimal int64
+// (an intset member), and the bucket it goes in. Keyed, so that no site
+// can choose links whose fingerprints equal another URL's, which would
+// make that URL count as seen and never be crawled: with an unkeyed hash
+// anyone can compute such collisions. A crawl made before crawls were
+// keyed goes on with FNV-1a 64, as its seen sets were filled.
 func (l *layout) fingerprint(norm string) (fp uint64, member, bucket string) {
 	var v uint64
 	if l.key != nil {
@@ -95,23 +95,45 @@ func (l *layout) fingerprint(norm string) (fp uint64, member, bucket string) {
 	return v, strconv.FormatInt(int64(v), 10), strconv.Itoa(int(v >> 56))
 }
 
-// newFingerprintKey is a random fingerprint key in hex, which meta.lua
-// stores if this process creates the crawl.
-func newFingerprintKey() string {
+// Fingerprints is the fingerprint scheme a crawl's meta records (Meta):
+// SipHash-2-4 under the prefix's key; "" for a crawl made before, which
+// keeps unkeyed FNV-1a 64.
+const Fingerprints = "siphash"
+
+// fingerprintKeyName is the prefix's fingerprint key: 32 hex digits made
+// at random by the first process to join any crawl under the prefix, and
+// kept without a TTL, so that it outlives every crawl and its meta: a
+// crawl's processes, one that joins after its meta was lost, and one that
+// outlived a delete and sees the crawl made again, all key alike.
+func fingerprintKeyName(prefix string) string { return prefix + ":fingerprint-key" }
+
+// queueFingerprintKey queues on pipe the making of the prefix's
+// fingerprint key, if there is none, and the reading of it.
+func queueFingerprintKey(ctx context.Context, pipe redis.Pipeliner, prefix string) *redis.StringCmd {
 	b := make([]byte, 16)
 	rand.Read(b) // never fails (crypto/rand)
-	return hex.EncodeToString(b)
+	pipe.SetNX(ctx, fingerprintKeyName(prefix), hex.EncodeToString(b), 0)
+	return pipe.Get(ctx, fingerprintKeyName(prefix))
 }
 
-// fingerprintKey is the key a crawl's meta stored (hex; "": none, a crawl
-// made before crawls had one).
-func fingerprintKey(stored string) (*siphash.Key, error) {
-	if stored == "" {
+// fingerprintKey is the key for a crawl whose meta records scheme
+// (Fingerprints, or "": nil, FNV-1a), the prefix's key having been read by
+// stored.
+func fingerprintKey(scheme string, stored *redis.StringCmd) (*siphash.Key, error) {
+	switch scheme {
+	case "":
 		return nil, nil
+	case Fingerprints:
+	default:
+		return nil, fmt.Errorf("fingerprints %q, which this version does not know: a newer version made the crawl", scheme)
 	}
-	b, err := hex.DecodeString(stored)
+	v, err := stored.Result()
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint key %s: %w", stored.Args()[1], err)
+	}
+	b, err := hex.DecodeString(v)
 	if err != nil || len(b) != 16 {
-		return nil, fmt.Errorf("bad fingerprint key in the crawl's meta (%d characters)", len(stored))
+		return nil, fmt.Errorf("bad fingerprint key %s (%d characters; want 32 hex digits)", stored.Args()[1], len(v))
 	}
 	k := siphash.KeyOf(b)
 	return &k, nil
@@ -144,10 +166,14 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 		given = "1"
 	}
 	rec := &call{script: metaScript, keys: []string{f.meta},
-		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds(), f.o.Scope.encode(), given, newFingerprintKey()}}
+		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds(), f.o.Scope.encode(), given}}
 	reg := f.registerCall()
 	f.keptAt.Store(time.Now().UnixMilli()) // these calls keep meta and the registry entry
-	f.pipelined(ctx, nil, rec, reg)
+	var key *redis.StringCmd
+	f.pipelined(ctx, func(pipe redis.Pipeliner) func() error {
+		key = queueFingerprintKey(ctx, pipe, f.o.Prefix)
+		return nil
+	}, rec, reg)
 	if err := rec.cmd.Err(); err != nil {
 		return nil, fmt.Errorf("frontier: crawl %s: shard count: %w", f.o.Crawl, err)
 	}
@@ -165,7 +191,7 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.key, err = fingerprintKey(reply[2]); err != nil {
+	if l.key, err = fingerprintKey(reply[2], key); err != nil {
 		return nil, fmt.Errorf("frontier: crawl %s: %w", f.o.Crawl, err)
 	}
 	f.lay.Store(l)
