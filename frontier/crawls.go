@@ -60,10 +60,6 @@ type Meta struct {
 	// gave them (Options.Scope; zero for a crawl created before they were
 	// stored).
 	Scope ScopeRules
-	// Fingerprints is how the crawl's seen URLs are fingerprinted:
-	// Fingerprints (keyed), or "" for a crawl made before, which keeps
-	// unkeyed FNV-1a.
-	Fingerprints string
 }
 
 // Idle is how long ago a process last refreshed the crawl's keys (TTL −
@@ -117,7 +113,6 @@ func parseMeta(h map[string]string, pttl time.Duration) (Meta, error) {
 	}
 	m.MaxPerSite, _ = strconv.Atoi(h["max_per_site"])
 	m.SiteKey = h["site_key"]
-	m.Fingerprints = h["fingerprints"]
 	if n, err := strconv.Atoi(h["max_pages"]); err == nil {
 		m.MaxPages = n
 	}
@@ -142,8 +137,7 @@ func Open(ctx context.Context, rdb redis.Cmdable, opts *Options) (*Frontier, Met
 	pipe := rdb.Pipeline()
 	h := pipe.HGetAll(ctx, f.meta)
 	ttl := pipe.PTTL(ctx, f.meta)
-	key := pipe.Get(ctx, fingerprintKeyName(f.o.Prefix))
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, Meta{}, fmt.Errorf("frontier: open crawl %s: %w", f.o.Crawl, err)
 	}
 	if len(h.Val()) == 0 {
@@ -156,9 +150,6 @@ func Open(ctx context.Context, rdb redis.Cmdable, opts *Options) (*Frontier, Met
 	l, err := f.newLayout(strconv.Itoa(m.Shards))
 	if err != nil {
 		return nil, Meta{}, err
-	}
-	if l.key, err = fingerprintKey(m.Fingerprints, key); err != nil {
-		return nil, Meta{}, fmt.Errorf("frontier: open crawl %s: %w", f.o.Crawl, err)
 	}
 	f.rulesMu.Lock()
 	f.rules, f.rulesSet = m.Scope, true

@@ -39,8 +39,7 @@
 // shard's keys' TTLs are refreshed about once a minute by whichever process
 // asks first (each asks once a minute, for every shard, whether its workers
 // called it or not), not on every call. Seen URLs are
-// kept as 64-bit fingerprints (SipHash-2-4 of the normalised URL, under
-// the prefix's key; FNV-1a in a crawl made before that) in 256
+// kept as 64-bit fingerprints (FNV-1a of the normalised URL) in 256
 // intsets per shard, about 13 bytes a URL up to CompactSeen a shard (some
 // 131,000 URLs with Redis's default set-max-intset-entries). Each process
 // also remembers,

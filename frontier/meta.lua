@@ -13,16 +13,12 @@
 --         they are stored if none are, stored rules that differ are a
 --         conflict, and nothing is written. A process given none stores
 --         nothing: it may only be joining, before the crawl is seeded.
--- The process that creates the crawl also stores fingerprints = siphash:
--- its URL fingerprints are keyed by the prefix's fingerprint key (Go:
--- layout.fingerprint). A crawl made before that has none, and keeps FNV-1a.
--- Returns {stored shard count, stored scope rules or '' for none yet,
--- stored fingerprints or ''}.
+-- Returns {stored shard count, stored scope rules or '' for none yet}.
 -- The clock first: a call that fails (an ACL that refuses the user TIME)
 -- must fail before it writes, or it leaves a meta without its TTL.
 local now = now_ms()
 if redis.call('HSETNX', KEYS[1], 'shards', ARGV[1]) == 1 then
-  redis.call('HSET', KEYS[1], 'created', now, 'fingerprints', 'siphash')
+  redis.call('HSET', KEYS[1], 'created', now)
 end
 local rules = redis.call('HGET', KEYS[1], 'scope_rules')
 if not rules then
@@ -32,8 +28,8 @@ if not rules then
     redis.call('HSET', KEYS[1], 'scope_rules', rules)
   end
 elseif ARGV[7] == '1' and rules ~= ARGV[6] then
-  return {redis.call('HGET', KEYS[1], 'shards'), rules, redis.call('HGET', KEYS[1], 'fingerprints') or ''}
+  return {redis.call('HGET', KEYS[1], 'shards'), rules}
 end
 redis.call('HSET', KEYS[1], 'max_per_site', ARGV[2], 'site_key', ARGV[3], 'max_pages', ARGV[4], 'ttl', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return {redis.call('HGET', KEYS[1], 'shards'), rules, redis.call('HGET', KEYS[1], 'fingerprints') or ''}
+return {redis.call('HGET', KEYS[1], 'shards'), rules}

@@ -2,8 +2,6 @@ package frontier
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -16,16 +14,11 @@ import (
 
 	"github.com/polite-crawler/polite/internal/luafn"
 	"github.com/polite-crawler/polite/internal/luanums"
-	"github.com/polite-crawler/polite/internal/siphash"
 )
 
 // layout is a crawl's shards, as stored when the crawl was created.
 type layout struct {
 	shards []*shard
-	// key keys the URL fingerprints (fingerprint): the crawl's own, made at
-	// random by its first process. nil for a crawl made before crawls had
-	// one, whose seen sets hold unkeyed FNV-1a 64 fingerprints.
-	key *siphash.Key
 }
 
 // shard is one hash tag's keys: common.lua names them. Its tag is
@@ -76,67 +69,14 @@ func (l *layout) of(site string) *shard {
 	return l.shards[h.Sum32()%uint32(len(l.shards))]
 }
 
-// fingerprint is what the seen sets keep of a normalised URL: SipHash-2-4
-// under the prefix's fingerprint key, given to Redis as a decimal int64
-// (an intset member), and the bucket it goes in. Keyed, so that no site
-// can choose links whose fingerprints equal another URL's, which would
-// make that URL count as seen and never be crawled: with an unkeyed hash
-// anyone can compute such collisions. A crawl made before crawls were
-// keyed goes on with FNV-1a 64, as its seen sets were filled.
-func (l *layout) fingerprint(norm string) (fp uint64, member, bucket string) {
-	var v uint64
-	if l.key != nil {
-		v = l.key.Sum64(norm)
-	} else {
-		h := fnv.New64a()
-		h.Write([]byte(norm))
-		v = h.Sum64()
-	}
+// fingerprint is what the seen sets keep of a normalised URL: FNV-1a 64,
+// given to Redis as a decimal int64 (an intset member), and the bucket it
+// goes in.
+func fingerprint(norm string) (fp uint64, member, bucket string) {
+	h := fnv.New64a()
+	h.Write([]byte(norm))
+	v := h.Sum64()
 	return v, strconv.FormatInt(int64(v), 10), strconv.Itoa(int(v >> 56))
-}
-
-// Fingerprints is the fingerprint scheme a crawl's meta records (Meta):
-// SipHash-2-4 under the prefix's key; "" for a crawl made before, which
-// keeps unkeyed FNV-1a 64.
-const Fingerprints = "siphash"
-
-// fingerprintKeyName is the prefix's fingerprint key: 32 hex digits made
-// at random by the first process to join any crawl under the prefix, and
-// kept without a TTL, so that it outlives every crawl and its meta: a
-// crawl's processes, one that joins after its meta was lost, and one that
-// outlived a delete and sees the crawl made again, all key alike.
-func fingerprintKeyName(prefix string) string { return prefix + ":fingerprint-key" }
-
-// queueFingerprintKey queues on pipe the making of the prefix's
-// fingerprint key, if there is none, and the reading of it.
-func queueFingerprintKey(ctx context.Context, pipe redis.Pipeliner, prefix string) *redis.StringCmd {
-	b := make([]byte, 16)
-	rand.Read(b) // never fails (crypto/rand)
-	pipe.SetNX(ctx, fingerprintKeyName(prefix), hex.EncodeToString(b), 0)
-	return pipe.Get(ctx, fingerprintKeyName(prefix))
-}
-
-// fingerprintKey is the key for a crawl whose meta records scheme
-// (Fingerprints, or "": nil, FNV-1a), the prefix's key having been read by
-// stored.
-func fingerprintKey(scheme string, stored *redis.StringCmd) (*siphash.Key, error) {
-	switch scheme {
-	case "":
-		return nil, nil
-	case Fingerprints:
-	default:
-		return nil, fmt.Errorf("fingerprints %q, which this version does not know: a newer version made the crawl", scheme)
-	}
-	v, err := stored.Result()
-	if err != nil {
-		return nil, fmt.Errorf("fingerprint key %s: %w", stored.Args()[1], err)
-	}
-	b, err := hex.DecodeString(v)
-	if err != nil || len(b) != 16 {
-		return nil, fmt.Errorf("bad fingerprint key %s (%d characters; want 32 hex digits)", stored.Args()[1], len(v))
-	}
-	k := siphash.KeyOf(b)
-	return &k, nil
 }
 
 // layout is the crawl's shards. The first call of a process records it
@@ -169,11 +109,7 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds(), f.o.Scope.encode(), given}}
 	reg := f.registerCall()
 	f.keptAt.Store(time.Now().UnixMilli()) // these calls keep meta and the registry entry
-	var key *redis.StringCmd
-	f.pipelined(ctx, func(pipe redis.Pipeliner) func() error {
-		key = queueFingerprintKey(ctx, pipe, f.o.Prefix)
-		return nil
-	}, rec, reg)
+	f.pipelined(ctx, nil, rec, reg)
 	if err := rec.cmd.Err(); err != nil {
 		return nil, fmt.Errorf("frontier: crawl %s: shard count: %w", f.o.Crawl, err)
 	}
@@ -181,7 +117,7 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 		return nil, fmt.Errorf("frontier: crawl %s: register: %w", f.o.Crawl, err)
 	}
 	reply, _ := rec.cmd.StringSlice()
-	if len(reply) != 3 {
+	if len(reply) != 2 {
 		return nil, fmt.Errorf("frontier: crawl %s: meta: %d values", f.o.Crawl, len(reply))
 	}
 	if err := f.adopt(reply[1]); err != nil {
@@ -190,9 +126,6 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	l, err := f.newLayout(reply[0])
 	if err != nil {
 		return nil, err
-	}
-	if l.key, err = fingerprintKey(reply[2], key); err != nil {
-		return nil, fmt.Errorf("frontier: crawl %s: %w", f.o.Crawl, err)
 	}
 	f.lay.Store(l)
 	return l, nil
@@ -321,7 +254,7 @@ func (f *Frontier) admission(lay *layout, by map[*shard]*batch, depth, hops int,
 		if err != nil {
 			continue
 		}
-		fp, member, b := lay.fingerprint(norm)
+		fp, member, b := fingerprint(norm)
 		if f.seen.has(fp) {
 			continue
 		}

@@ -183,9 +183,6 @@ func limits(m frontier.Meta, st frontier.Stats) string {
 	if m.SiteKey != "" {
 		fmt.Fprintf(&b, ", site key %s", m.SiteKey)
 	}
-	if m.Fingerprints == "" {
-		b.WriteString(", unkeyed URL fingerprints (FNV-1a: created by an older crawler; a hostile site could make a URL count as seen)")
-	}
 	fmt.Fprintf(&b, "; its keys expire in %s unless a process works on it", m.ExpiresIn.Round(time.Second))
 	return b.String()
 }
