@@ -365,6 +365,27 @@ func TestListStalled(t *testing.T) {
 	}
 }
 
+// A process idle on a crawl that reached its page limit (--forever) keeps
+// it, as the URLs past the limit wait for a run with a higher one: its
+// looks read, and refresh the keys when due.
+func TestIdleProcessKeepsLimitCrawl(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{MaxPages: 1, TTL: 2 * time.Second}) // a refresh due every 500 ms
+	f.Add(ctx, 0, "http://a.example/0", "http://a.example/1")
+	drain(t, ctx, f)
+	overflow := f.lay.Load().shards[0].base + "overflow"
+	end := time.Now().Add(3 * time.Second)
+	for time.Now().Before(end) {
+		if _, err := f.Next(ctx); !errors.Is(err, ErrDone) {
+			t.Fatalf("Next: %v, want ErrDone", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := f.rdb.LLen(ctx, overflow).Val(); n != 1 {
+		t.Fatalf("after 3 s of idle looks with a 2 s TTL the overflow holds %d URLs, want 1", n)
+	}
+}
+
 // The overflow (URLs past the page limit) is kept as long as the crawl's
 // other keys: a refresh gives it their TTL again. Its own TTL was set only
 // when a URL went in, so a crawl that ran past its TTL after its overflow

@@ -308,7 +308,9 @@ type Frontier struct {
 	// the same shard.
 	cursor atomic.Uint32
 	// idle is set when the last look at all shards found nothing ready.
-	idle atomic.Bool
+	// overLeft is set when the last such look (probe) found URLs past the
+	// page limit waiting: an idle process then keeps the crawl's keys.
+	idle, overLeft atomic.Bool
 	// scopeLen is the size of the crawl's scope as Redis last told (see
 	// ScopeLen).
 	scopeLen atomic.Int64

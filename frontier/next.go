@@ -17,14 +17,16 @@ import (
 // out again). It costs one round trip when the shard tried has a ready
 // site, and at most three otherwise (four, about once a minute, when the
 // process refreshes the crawl's keys while it finds nothing ready). After
-// a Next that found nothing, the next one reads all shards first: an idle
-// worker's poll is one round trip.
+// a Next that found nothing, the next one reads all shards first (one
+// shard too): an idle worker's poll is one round trip, which writes
+// nothing, so that it neither keeps a crawl that is done nor makes one
+// deleted under it again.
 func (f *Frontier) Next(ctx context.Context) (Item, error) {
 	lay, err := f.layout(ctx)
 	if err != nil {
 		return Item{}, err
 	}
-	if f.idle.Load() && len(lay.shards) > 1 {
+	if f.idle.Load() {
 		return f.elsewhere(ctx, lay, nil, nil)
 	}
 	return f.nextFrom(ctx, lay, lay.shards[int(f.cursor.Add(1)%uint32(len(lay.shards)))])
@@ -78,18 +80,21 @@ func (f *Frontier) takeOn(ctx context.Context, sh *shard) (answer, error) {
 func (f *Frontier) elsewhere(ctx context.Context, lay *layout, tried *shard, empty *EmptyError) (Item, error) {
 	it, err := f.probeNext(ctx, lay, tried, empty)
 	f.idle.Store(err != nil)
-	if e, ok := err.(*EmptyError); ok && (e.Queued > 0 || e.InFlight > 0) && f.keepDue(time.Now().UnixMilli(), f.keptAt.Load()) {
+	e, ok := err.(*EmptyError)
+	if (ok && (e.Queued > 0 || e.InFlight > 0) || err != nil && f.overLeft.Load()) && f.keepDue(time.Now().UnixMilli(), f.keptAt.Load()) {
 		// Nothing to take, so no script call of this process's keeps the
 		// crawl's keys: a crawl whose every site waits out a long hold-off
-		// makes none anywhere. Not a crawl seen empty (done, or deleted):
-		// that would make its keys again.
+		// makes none anywhere, nor does one that waits for a run with a
+		// higher page limit (URLs past it left). Not a crawl seen empty
+		// (done, or deleted): that would make its keys again.
 		f.pipelined(ctx, nil)
 	}
 	return it, err
 }
 
 func (f *Frontier) probeNext(ctx context.Context, lay *layout, tried *shard, empty *EmptyError) (Item, error) {
-	if len(lay.shards) == 1 {
+	if len(lay.shards) == 1 && tried != nil {
+		// The take on the only shard was the look.
 		if empty.Queued <= 0 && empty.InFlight == 0 {
 			return Item{}, ErrDone
 		}
@@ -184,7 +189,7 @@ func (f *Frontier) probe(ctx context.Context, lay *layout) (probed, error) {
 		rs[i] = reads{
 			ready:    pipe.ZRangeWithScores(ctx, sh.keys[0], 0, 0),
 			deadline: pipe.ZRangeWithScores(ctx, sh.keys[1], 0, 0),
-			counts:   pipe.HMGet(ctx, sh.keys[2], "admitted", "done", "failed", "scope"),
+			counts:   pipe.HMGet(ctx, sh.keys[2], "admitted", "done", "failed", "scope", "over"),
 			inflight: pipe.ZCount(ctx, sh.keys[1], "-inf", inflightMax),
 		}
 	}
@@ -193,6 +198,8 @@ func (f *Frontier) probe(ctx context.Context, lay *layout) (probed, error) {
 	}
 	nowMs := float64(now.Val().UnixMilli())
 	p := probed{readyIn: make([]time.Duration, len(lay.shards)), first: make([]float64, len(lay.shards)), wait: -1}
+	var over int64
+	defer func() { f.overLeft.Store(over > 0) }()
 	for i, r := range rs {
 		soon := -1.0
 		if z := r.ready.Val(); len(z) > 0 && z[0].Score < parked {
@@ -208,6 +215,7 @@ func (f *Frontier) probe(ctx context.Context, lay *layout) (probed, error) {
 		p.queued += num(c[0]) - num(c[1]) - num(c[2]) - r.inflight.Val()
 		p.admitted += num(c[0])
 		f.noteScopeLen(num(c[3]))
+		over += num(c[4])
 		p.inflight += r.inflight.Val()
 		switch {
 		case soon < 0:

@@ -653,26 +653,41 @@ func TestClusterLinksRefusedSettles(t *testing.T) {
 }
 
 // A crawl deleted while a process sits idle on it (--forever) stays
-// deleted: the idle process's looks refresh nothing of a crawl seen empty.
+// deleted, keys and registry entry: the idle process's looks read every
+// shard and write nothing, one shard (a page limit) as many.
 func TestDeletedCrawlStaysDeleted(t *testing.T) {
-	ctx := ctxT(t)
-	f := newFrontier(t, Options{Shards: 4, TTL: 2 * time.Second}) // a refresh due every 500 ms
-	if _, err := f.Add(ctx, 0, "http://gone.example/1", "http://gone2.example/1"); err != nil {
-		t.Fatal(err)
-	}
-	drain(t, ctx, f)
-	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	end := time.Now().Add(1500 * time.Millisecond)
-	for time.Now().Before(end) {
-		if _, err := f.Next(ctx); err == nil {
-			t.Fatal("an item from a deleted crawl")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if keys, err := f.rdb.Keys(ctx, "*"+f.o.Crawl+"*").Result(); err != nil || len(keys) != 0 {
-		t.Fatalf("after looks at the deleted crawl: keys %v, %v; want none", keys, err)
+	for _, c := range []struct {
+		name string
+		o    Options
+	}{
+		{"shards", Options{Shards: 4}},
+		{"one shard", Options{MaxPages: 10}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			c.o.TTL = 2 * time.Second // a refresh due every 500 ms
+			f := newFrontier(t, c.o)
+			if _, err := f.Add(ctx, 0, "http://gone.example/1", "http://gone2.example/1"); err != nil {
+				t.Fatal(err)
+			}
+			drain(t, ctx, f)
+			if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			end := time.Now().Add(1500 * time.Millisecond)
+			for time.Now().Before(end) {
+				if _, err := f.Next(ctx); err == nil {
+					t.Fatal("an item from a deleted crawl")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if keys, err := f.rdb.Keys(ctx, "*"+f.o.Crawl+"*").Result(); err != nil || len(keys) != 0 {
+				t.Fatalf("after looks at the deleted crawl: %d keys (%v), %v; want none", len(keys), keys[:min(len(keys), 3)], err)
+			}
+			if err := f.rdb.ZScore(ctx, registryKey(f.o.Prefix), f.o.Crawl).Err(); !errors.Is(err, redis.Nil) {
+				t.Fatalf("the deleted crawl's registry entry: %v; want none", err)
+			}
+		})
 	}
 }
 
