@@ -374,15 +374,17 @@ func TestIdleProcessKeepsLimitCrawl(t *testing.T) {
 	f.Add(ctx, 0, "http://a.example/0", "http://a.example/1")
 	drain(t, ctx, f)
 	overflow := f.lay.Load().shards[0].base + "overflow"
-	end := time.Now().Add(3 * time.Second)
+	// Polls as a crawl's idle workers make them, a little under a second
+	// apart (crawl's worker, on ErrDone), for longer than the TTL.
+	end := time.Now().Add(4 * time.Second)
 	for time.Now().Before(end) {
 		if _, err := f.Next(ctx); !errors.Is(err, ErrDone) {
 			t.Fatalf("Next: %v, want ErrDone", err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(900 * time.Millisecond)
 	}
 	if n := f.rdb.LLen(ctx, overflow).Val(); n != 1 {
-		t.Fatalf("after 3 s of idle looks with a 2 s TTL the overflow holds %d URLs, want 1", n)
+		t.Fatalf("after 4 s of idle looks with a 2 s TTL the overflow holds %d URLs, want 1", n)
 	}
 }
 

@@ -2,6 +2,7 @@ package frontier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -15,21 +16,27 @@ import (
 // the crawl is over, or else an *EmptyError saying how long until something
 // may be (a deferred site comes back, or an item in flight could be handed
 // out again). It costs one round trip when the shard tried has a ready
-// site, and at most three otherwise (four, about once a minute, when the
-// process refreshes the crawl's keys while it finds nothing ready). After
-// a Next that found nothing, the next one reads all shards first (one
-// shard too): an idle worker's poll is one round trip, which writes
-// nothing, so that it neither keeps a crawl that is done nor makes one
-// deleted under it again.
+// site, and at most three otherwise (one or two more, about once a
+// minute, when the process refreshes the crawl's keys while it finds
+// nothing ready: keepIdle). After a Next that found nothing, the next one
+// reads all shards first, or on a crawl of one shard takes from it without
+// asking for any refresh: an idle worker's poll is one round trip, which
+// makes no key, so that a crawl deleted under an idle process stays
+// deleted. An idle process keeps (keepIdle) only a crawl with URLs queued,
+// in flight or past its page limit: one that is done expires its TTL
+// after its last refresh.
 func (f *Frontier) Next(ctx context.Context) (Item, error) {
 	lay, err := f.layout(ctx)
 	if err != nil {
 		return Item{}, err
 	}
-	if f.idle.Load() {
+	switch {
+	case f.idle.Load() && len(lay.shards) == 1:
+		return f.nextFrom(ctx, lay, lay.shards[0], true)
+	case f.idle.Load():
 		return f.elsewhere(ctx, lay, nil, nil)
 	}
-	return f.nextFrom(ctx, lay, lay.shards[int(f.cursor.Add(1)%uint32(len(lay.shards)))])
+	return f.nextFrom(ctx, lay, lay.shards[int(f.cursor.Add(1)%uint32(len(lay.shards)))], false)
 }
 
 // NextNear is Next trying first the shard of site: a hand-out of an item
@@ -41,31 +48,39 @@ func (f *Frontier) NextNear(ctx context.Context, site string) (Item, error) {
 	if err != nil {
 		return Item{}, err
 	}
-	return f.nextFrom(ctx, lay, lay.of(site))
+	return f.nextFrom(ctx, lay, lay.of(site), false)
 }
 
 // nextFrom takes from shard sh, or, when it has nothing ready, from
-// elsewhere.
-func (f *Frontier) nextFrom(ctx context.Context, lay *layout, sh *shard) (Item, error) {
-	a, err := f.takeOn(ctx, sh)
+// elsewhere. A quiet take (an idle process's, on a one-shard crawl: see
+// Next) refreshes nothing, as a probe writes nothing; one that takes an
+// item ends the process's idleness.
+func (f *Frontier) nextFrom(ctx context.Context, lay *layout, sh *shard, quiet bool) (Item, error) {
+	a, err := f.takeOn(ctx, sh, quiet)
 	if err != nil {
 		return Item{}, fmt.Errorf("frontier: next: %w", err)
 	}
 	if a.took == 1 {
+		if quiet {
+			f.idle.Store(false)
+		}
 		return a.it, nil
 	}
 	return f.elsewhere(ctx, lay, sh, a.empty)
 }
 
-func (f *Frontier) nextCall(sh *shard) *call {
+func (f *Frontier) nextCall(sh *shard, quiet bool) *call {
+	if quiet {
+		return f.quietCall(nextScript, sh, nil, f.takeID(sh))
+	}
 	return f.newCall(nextScript, sh, nil, f.takeID(sh))
 }
 
 // takeOn takes the next item of shard sh (next.lua), in a round trip of the
 // process's combined ones; a take that gets no answer is sent once more
 // (again), so that an item it took is not left with nobody.
-func (f *Frontier) takeOn(ctx context.Context, sh *shard) (answer, error) {
-	c := f.nextCall(sh)
+func (f *Frontier) takeOn(ctx context.Context, sh *shard, quiet bool) (answer, error) {
+	c := f.nextCall(sh, quiet)
 	f.pipelined(ctx, nil, c)
 	a, err := f.answer(c)
 	if unanswered(c.cmd.Err()) {
@@ -80,16 +95,54 @@ func (f *Frontier) takeOn(ctx context.Context, sh *shard) (answer, error) {
 func (f *Frontier) elsewhere(ctx context.Context, lay *layout, tried *shard, empty *EmptyError) (Item, error) {
 	it, err := f.probeNext(ctx, lay, tried, empty)
 	f.idle.Store(err != nil)
-	e, ok := err.(*EmptyError)
-	if (ok && (e.Queued > 0 || e.InFlight > 0) || err != nil && f.overLeft.Load()) && f.keepDue(time.Now().UnixMilli(), f.keptAt.Load()) {
-		// Nothing to take, so no script call of this process's keeps the
-		// crawl's keys: a crawl whose every site waits out a long hold-off
-		// makes none anywhere, nor does one that waits for a run with a
-		// higher page limit (URLs past it left). Not a crawl seen empty
-		// (done, or deleted): that would make its keys again.
-		f.pipelined(ctx, nil)
+	if err != nil {
+		f.keepIdle(ctx, lay, err)
 	}
 	return it, err
+}
+
+// keepIdle refreshes, when due, the TTLs of a crawl in which this process
+// found nothing to take (err): no script call of its keeps them then, and
+// a crawl whose every site waits out a long hold-off makes none anywhere,
+// nor does one that waits for a run with a higher page limit. It refreshes
+// the crawl's keys (keepCrawl) and each shard's at the process's interval,
+// as calls on them would. Only a crawl with URLs queued, in flight or past
+// its page limit: not one done, nor one deleted, whose keys that would
+// make again.
+func (f *Frontier) keepIdle(ctx context.Context, lay *layout, err error) {
+	now, every := time.Now().UnixMilli(), f.refreshEvery().Milliseconds()
+	var due []*shard
+	for _, sh := range lay.shards {
+		if now-sh.kept.Load() >= every {
+			due = append(due, sh)
+		}
+	}
+	if len(due) == 0 && !f.keepDue(now, f.keptAt.Load()) {
+		return
+	}
+	e, ok := err.(*EmptyError)
+	switch {
+	case ok && (e.Queued > 0 || e.InFlight > 0):
+	case errors.Is(err, ErrDone) && f.overWaiting(ctx, lay):
+	default:
+		return
+	}
+	calls := make([]*call, 0, len(due))
+	for _, sh := range due {
+		calls = append(calls, f.newCall(addScript, sh, []float64{0, 0})) // add.lua with nothing to add: the refresh alone
+	}
+	f.pipelined(ctx, nil, calls...)
+}
+
+// overWaiting reports whether URLs past the page limit wait in the crawl:
+// as the last probe found (several shards), or as the only shard's counts
+// say (one: its take was the look, and did not tell).
+func (f *Frontier) overWaiting(ctx context.Context, lay *layout) bool {
+	if len(lay.shards) > 1 {
+		return f.overLeft.Load()
+	}
+	n, err := f.rdb.HGet(ctx, lay.shards[0].keys[2], "over").Int64()
+	return err == nil && n > 0
 }
 
 func (f *Frontier) probeNext(ctx context.Context, lay *layout, tried *shard, empty *EmptyError) (Item, error) {
@@ -116,7 +169,7 @@ func (f *Frontier) probeNext(ctx context.Context, lay *layout, tried *shard, emp
 		}
 	}
 	if pick != nil {
-		a, err := f.takeOn(ctx, pick)
+		a, err := f.takeOn(ctx, pick, false)
 		if err != nil {
 			return Item{}, fmt.Errorf("frontier: next: %w", err)
 		}

@@ -176,10 +176,11 @@ func (f *Frontier) registerCall() *call {
 // script refreshes them unless a process gave them this process's TTL
 // within the last half of that (common.lua keep), so a fleet pays for it
 // about once.
-func (f *Frontier) args(sh *shard, own []float64, more ...any) ([]any, bool) {
+// A quiet call (quietCall) never asks.
+func (f *Frontier) args(sh *shard, own []float64, quiet bool, more ...any) ([]any, bool) {
 	refresh := int64(0)
 	now, last := time.Now().UnixMilli(), sh.kept.Load()
-	if every := f.refreshEvery().Milliseconds(); now-last >= every && sh.kept.CompareAndSwap(last, now) {
+	if every := f.refreshEvery().Milliseconds(); !quiet && now-last >= every && sh.kept.CompareAndSwap(last, now) {
 		refresh = max(every/2, 1)
 	}
 	n := append([]float64{float64(f.o.TTL.Milliseconds()), float64(f.o.Visibility.Milliseconds()), float64(f.o.Cap),
@@ -301,19 +302,32 @@ type call struct {
 	sh     *shard
 	gen    uint64 // the seen cache's generation when it was sent (pipelined)
 	keeps  bool   // it asks for the shard's TTLs to be refreshed (args)
+	quiet  bool   // it asks for no refresh of anything (quietCall)
 	full   int64  // links it dropped at their site's queue bound (answer)
 }
 
 // newCall is a call of script on sh with ARGV args(sh, own, more...).
 func (f *Frontier) newCall(script *luafn.Script, sh *shard, own []float64, more ...any) *call {
-	args, keeps := f.args(sh, own, more...)
+	return f.makeCall(script, sh, own, false, more...)
+}
+
+// quietCall is newCall for a call that refreshes nothing: neither its
+// shard's TTLs (args) nor, when a round trip carries only quiet calls,
+// the crawl's (keepCrawl). An idle process's take (Next) is one: on a
+// crawl deleted under the process, a refresh would make the keys again.
+func (f *Frontier) quietCall(script *luafn.Script, sh *shard, own []float64, more ...any) *call {
+	return f.makeCall(script, sh, own, true, more...)
+}
+
+func (f *Frontier) makeCall(script *luafn.Script, sh *shard, own []float64, quiet bool, more ...any) *call {
+	args, keeps := f.args(sh, own, quiet, more...)
 	// Where keys never move, only the ready set: common.lua makes the
 	// others' names (begin). On a Cluster every one (luafn.Slotless).
 	keys := sh.keys
 	if f.oneKey {
 		keys = keys[:1]
 	}
-	return &call{script: script, keys: keys, args: args, sh: sh, keeps: keeps}
+	return &call{script: script, keys: keys, args: args, sh: sh, keeps: keeps, quiet: quiet}
 }
 
 // failed notes that c did not run (or its answer was lost): if it was to
@@ -354,7 +368,9 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	if also != nil {
 		after = also(pipe)
 	}
-	calls = append(calls[:len(calls):len(calls)], f.keepCrawl(ctx, pipe)...) // a copy: the caller's slice is left as it was
+	if !allQuiet(calls) {
+		calls = append(calls[:len(calls):len(calls)], f.keepCrawl(ctx, pipe)...) // a copy: the caller's slice is left as it was
+	}
 	for _, c := range calls {
 		c.gen = f.seen.generation()
 		c.cmd = c.script.Queue(ctx, f.fn, pipe, c.keys, c.args...)
@@ -371,6 +387,16 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 		}
 	}
 	return after
+}
+
+// allQuiet reports whether calls are all quiet (quietCall), and some.
+func allQuiet(calls []*call) bool {
+	for _, c := range calls {
+		if !c.quiet {
+			return false
+		}
+	}
+	return len(calls) > 0
 }
 
 // noteInstance notes the instance a script of sh answered from: another
