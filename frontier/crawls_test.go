@@ -374,17 +374,18 @@ func TestIdleProcessKeepsLimitCrawl(t *testing.T) {
 	f.Add(ctx, 0, "http://a.example/0", "http://a.example/1")
 	drain(t, ctx, f)
 	overflow := f.lay.Load().shards[0].base + "overflow"
-	// Polls as a crawl's idle workers make them, a little under a second
-	// apart (crawl's worker, on ErrDone), for longer than the TTL.
-	end := time.Now().Add(4 * time.Second)
+	// Polls as a crawl's idle workers make them at their slowest, 1.25 s
+	// apart (crawl's worker on ErrDone: a second and up to a quarter more),
+	// for longer than the TTL.
+	end := time.Now().Add(5 * time.Second)
 	for time.Now().Before(end) {
 		if _, err := f.Next(ctx); !errors.Is(err, ErrDone) {
 			t.Fatalf("Next: %v, want ErrDone", err)
 		}
-		time.Sleep(900 * time.Millisecond)
+		time.Sleep(1250 * time.Millisecond)
 	}
 	if n := f.rdb.LLen(ctx, overflow).Val(); n != 1 {
-		t.Fatalf("after 4 s of idle looks with a 2 s TTL the overflow holds %d URLs, want 1", n)
+		t.Fatalf("after 5 s of idle looks with a 2 s TTL the overflow holds %d URLs, want 1", n)
 	}
 }
 

@@ -20,8 +20,9 @@ type DeleteOptions struct {
 	// DryRun finds the keys and deletes nothing.
 	DryRun bool
 	// Force deletes a crawl with items in flight. Its workers then find
-	// their items lost, and may create a few of its keys again (with the
-	// TTL): stop them first.
+	// their items lost, and may create a few of its keys again, without a
+	// TTL until their next refresh of the shard (and for good if they stop
+	// before it): stop them first.
 	Force bool
 }
 

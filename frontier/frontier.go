@@ -309,8 +309,10 @@ type Frontier struct {
 	cursor atomic.Uint32
 	// idle is set when the last look at all shards found nothing ready.
 	// overLeft is set when the last such look (probe) found URLs past the
-	// page limit waiting: an idle process then keeps the crawl's keys.
+	// page limit waiting, or (one shard) when the shard's counts last said
+	// so, at overAt (unix ms): an idle process then keeps the crawl's keys.
 	idle, overLeft atomic.Bool
+	overAt         atomic.Int64
 	// scopeLen is the size of the crawl's scope as Redis last told (see
 	// ScopeLen).
 	scopeLen atomic.Int64

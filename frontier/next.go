@@ -20,8 +20,8 @@ import (
 // minute, when the process refreshes the crawl's keys while it finds
 // nothing ready: keepIdle). After a Next that found nothing, the next one
 // reads all shards first, or on a crawl of one shard takes from it without
-// asking for any refresh: an idle worker's poll is one round trip, which
-// makes no key, so that a crawl deleted under an idle process stays
+// asking for any refresh: an idle worker's poll is one round trip (two
+// about once a minute), which makes no key, so that a crawl deleted under an idle process stays
 // deleted. An idle process keeps (keepIdle) only a crawl with URLs queued,
 // in flight or past its page limit: one that is done expires its TTL
 // after its last refresh.
@@ -129,20 +129,30 @@ func (f *Frontier) keepIdle(ctx context.Context, lay *layout, err error) {
 	}
 	calls := make([]*call, 0, len(due))
 	for _, sh := range due {
-		calls = append(calls, f.newCall(addScript, sh, []float64{0, 0})) // add.lua with nothing to add: the refresh alone
+		// add.lua with nothing to add: the refresh alone, if this worker
+		// is the one to ask for it (args).
+		if c := f.newCall(addScript, sh, []float64{0, 0}); c.keeps {
+			calls = append(calls, c)
+		}
 	}
 	f.pipelined(ctx, nil, calls...)
 }
 
 // overWaiting reports whether URLs past the page limit wait in the crawl:
 // as the last probe found (several shards), or as the only shard's counts
-// say (one: its take was the look, and did not tell).
+// say (one: its take was the look, and did not tell), read at most once an
+// interval, so that a done crawl's idle poll stays one round trip.
 func (f *Frontier) overWaiting(ctx context.Context, lay *layout) bool {
 	if len(lay.shards) > 1 {
 		return f.overLeft.Load()
 	}
+	now, last := time.Now().UnixMilli(), f.overAt.Load()
+	if now-last < f.refreshEvery().Milliseconds() || !f.overAt.CompareAndSwap(last, now) {
+		return f.overLeft.Load()
+	}
 	n, err := f.rdb.HGet(ctx, lay.shards[0].keys[2], "over").Int64()
-	return err == nil && n > 0
+	f.overLeft.Store(err == nil && n > 0)
+	return f.overLeft.Load()
 }
 
 func (f *Frontier) probeNext(ctx context.Context, lay *layout, tried *shard, empty *EmptyError) (Item, error) {

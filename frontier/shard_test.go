@@ -490,31 +490,44 @@ func TestIdleShardsKept(t *testing.T) {
 // A crawl whose every site waits out a hold-off longer than the TTL makes
 // no script call while its workers look at the shards, yet keeps its keys
 // (elsewhere): the site's URL is handed out when the hold-off ends.
+// One shard (a page limit) as many: its idle takes refresh nothing, and
+// the process's idle refresh keeps them.
 func TestHeldOffCrawlKept(t *testing.T) {
-	ctx := ctxT(t)
-	const ttl = 2 * time.Second
-	f := newFrontier(t, Options{Shards: 4, TTL: ttl})
-	if _, err := f.Add(ctx, 0, "http://held.example/1"); err != nil {
-		t.Fatal(err)
-	}
-	it := take(t, f, 1)[0]
-	if err := f.Defer(ctx, it, ttl+2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	sh := shardOf(t, f, it.Site)
-	end := time.Now().Add(ttl + time.Second)
-	for time.Now().Before(end) {
-		if _, err := f.Next(ctx); !errors.As(err, new(*EmptyError)) {
-			t.Fatalf("with the only site held off: %v; want nothing ready", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if n, err := f.rdb.Exists(ctx, sh.keys...).Result(); err != nil || n != int64(len(sh.keys)) {
-		t.Fatalf("after %v of looks: %d of the shard's %d keys left, %v", ttl+time.Second, n, len(sh.keys), err)
-	}
-	got, err := nextSoon(ctx, f, 2*time.Second)
-	if err != nil || got.URL != it.URL {
-		t.Fatalf("after the hold-off: %+v, %v; want %s", got, err, it.URL)
+	for _, c := range []struct {
+		name string
+		o    Options
+	}{
+		{"shards", Options{Shards: 4}},
+		{"one shard", Options{MaxPages: 10}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			const ttl = 2 * time.Second
+			c.o.TTL = ttl
+			f := newFrontier(t, c.o)
+			if _, err := f.Add(ctx, 0, "http://held.example/1"); err != nil {
+				t.Fatal(err)
+			}
+			it := take(t, f, 1)[0]
+			if err := f.Defer(ctx, it, ttl+2*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			sh := shardOf(t, f, it.Site)
+			end := time.Now().Add(ttl + time.Second)
+			for time.Now().Before(end) {
+				if _, err := f.Next(ctx); !errors.As(err, new(*EmptyError)) {
+					t.Fatalf("with the only site held off: %v; want nothing ready", err)
+				}
+				time.Sleep(450 * time.Millisecond) // a crawl's idle worker: about every half second
+			}
+			if n, err := f.rdb.Exists(ctx, sh.keys...).Result(); err != nil || n != int64(len(sh.keys)) {
+				t.Fatalf("after %v of looks: %d of the shard's %d keys left, %v", ttl+time.Second, n, len(sh.keys), err)
+			}
+			got, err := nextSoon(ctx, f, 2*time.Second)
+			if err != nil || got.URL != it.URL {
+				t.Fatalf("after the hold-off: %+v, %v; want %s", got, err, it.URL)
+			}
+		})
 	}
 }
 
