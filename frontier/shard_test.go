@@ -487,19 +487,22 @@ func TestIdleShardsKept(t *testing.T) {
 	}
 }
 
+// layouts are a crawl of several shards and one of one (a page limit), for
+// the tests that hold for both.
+var layouts = []struct {
+	name string
+	o    Options
+}{
+	{"shards", Options{Shards: 4}},
+	{"one shard", Options{MaxPages: 10}},
+}
+
 // A crawl whose every site waits out a hold-off longer than the TTL makes
-// no script call while its workers look at the shards, yet keeps its keys
-// (elsewhere): the site's URL is handed out when the hold-off ends.
-// One shard (a page limit) as many: its idle takes refresh nothing, and
-// the process's idle refresh keeps them.
+// no script call that keeps its keys while its workers look at the shards
+// (a probe of every shard, or a quiet take of the one), yet keeps them
+// (keepIdle): the site's URL is handed out when the hold-off ends.
 func TestHeldOffCrawlKept(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		o    Options
-	}{
-		{"shards", Options{Shards: 4}},
-		{"one shard", Options{MaxPages: 10}},
-	} {
+	for _, c := range layouts {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := ctxT(t)
 			const ttl = 2 * time.Second
@@ -666,16 +669,10 @@ func TestClusterLinksRefusedSettles(t *testing.T) {
 }
 
 // A crawl deleted while a process sits idle on it (--forever) stays
-// deleted, keys and registry entry: the idle process's looks read every
-// shard and write nothing, one shard (a page limit) as many.
+// deleted, keys and registry entry: the idle process's looks (a probe of
+// every shard, or a quiet take of the one) write nothing.
 func TestDeletedCrawlStaysDeleted(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		o    Options
-	}{
-		{"shards", Options{Shards: 4}},
-		{"one shard", Options{MaxPages: 10}},
-	} {
+	for _, c := range layouts {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := ctxT(t)
 			c.o.TTL = 2 * time.Second // a refresh due every 500 ms
