@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -21,10 +22,10 @@ import (
 // nothing ready: keepIdle). After a Next that found nothing, the next one
 // reads all shards first, or on a crawl of one shard takes from it without
 // asking for any refresh: an idle worker's poll is one round trip (two
-// about once a minute), which makes no key, so that a crawl deleted under an idle process stays
-// deleted. An idle process keeps (keepIdle) only a crawl with URLs queued,
-// in flight or past its page limit: one that is done expires its TTL
-// after its last refresh.
+// about once a minute), which makes no key, so that a crawl deleted under
+// an idle process stays deleted. An idle process keeps (keepIdle) only a
+// crawl with URLs queued, in flight or past its page limit: one that is
+// done expires its TTL after its last refresh.
 func (f *Frontier) Next(ctx context.Context) (Item, error) {
 	lay, err := f.layout(ctx)
 	if err != nil {
@@ -111,13 +112,8 @@ func (f *Frontier) elsewhere(ctx context.Context, lay *layout, tried *shard, emp
 // make again.
 func (f *Frontier) keepIdle(ctx context.Context, lay *layout, err error) {
 	now, every := time.Now().UnixMilli(), f.refreshEvery().Milliseconds()
-	var due []*shard
-	for _, sh := range lay.shards {
-		if now-sh.kept.Load() >= every {
-			due = append(due, sh)
-		}
-	}
-	if len(due) == 0 && !f.keepDue(now, f.keptAt.Load()) {
+	due := func(sh *shard) bool { return now-sh.kept.Load() >= every }
+	if !f.keepDue(now, f.keptAt.Load()) && !slices.ContainsFunc(lay.shards, due) {
 		return
 	}
 	e, ok := err.(*EmptyError)
@@ -127,15 +123,7 @@ func (f *Frontier) keepIdle(ctx context.Context, lay *layout, err error) {
 	default:
 		return
 	}
-	calls := make([]*call, 0, len(due))
-	for _, sh := range due {
-		// add.lua with nothing to add: the refresh alone, if this worker
-		// is the one to ask for it (args).
-		if c := f.newCall(addScript, sh, []float64{0, 0}); c.keeps {
-			calls = append(calls, c)
-		}
-	}
-	f.pipelined(ctx, nil, calls...)
+	f.pipelined(ctx, nil, f.refreshes(lay, now, every)...)
 }
 
 // overWaiting reports whether URLs past the page limit wait in the crawl:
@@ -262,7 +250,6 @@ func (f *Frontier) probe(ctx context.Context, lay *layout) (probed, error) {
 	nowMs := float64(now.Val().UnixMilli())
 	p := probed{readyIn: make([]time.Duration, len(lay.shards)), first: make([]float64, len(lay.shards)), wait: -1}
 	var over int64
-	defer func() { f.overLeft.Store(over > 0) }()
 	for i, r := range rs {
 		soon := -1.0
 		if z := r.ready.Val(); len(z) > 0 && z[0].Score < parked {
@@ -295,6 +282,7 @@ func (f *Frontier) probe(ctx context.Context, lay *layout) (probed, error) {
 	if p.wait < 0 {
 		p.wait = time.Second
 	}
+	f.overLeft.Store(over > 0)
 	return p, nil
 }
 

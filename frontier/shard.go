@@ -218,15 +218,26 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) []*call 
 	pipe.PExpire(ctx, f.scope, f.o.TTL)
 	reg := f.registerCall()
 	registerEval.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
-	var idle []*call
+	// Twice the interval: a shard this process calls asks itself (args),
+	// and its refresh is not all moved into this round trip.
+	return f.refreshes(lay, now, 2*every)
+}
+
+// refreshes are calls that only refresh (add.lua with nothing to add)
+// lay's shards whose TTLs this process last asked to refresh age ms or
+// more before now (unix ms): those this caller is the one to ask for
+// (args; another caller may have just asked).
+func (f *Frontier) refreshes(lay *layout, now, age int64) []*call {
+	var calls []*call
 	for _, sh := range lay.shards {
-		// Twice the interval: a shard this process calls asks itself
-		// (args), and its refresh is not all moved into this round trip.
-		if now-sh.kept.Load() >= 2*every {
-			idle = append(idle, f.newCall(addScript, sh, []float64{0, 0}))
+		if now-sh.kept.Load() < age {
+			continue
+		}
+		if c := f.newCall(addScript, sh, []float64{0, 0}); c.keeps {
+			calls = append(calls, c)
 		}
 	}
-	return idle
+	return calls
 }
 
 // keepDue reports whether a round trip at now (unix ms) refreshes the
