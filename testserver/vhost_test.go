@@ -176,10 +176,19 @@ func TestUnknownHostIsMisdirected(t *testing.T) {
 func holdMany(t *testing.T, s *Server, c *http.Client, urls []string) func() {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var before int64
-	for _, a := range s.Stats().Addresses {
-		before += a.Requests
+	// Arrived: counted by every address and every site, which count each
+	// request apart, one after the other.
+	arrived := func() (addrs, sites int64) {
+		st := s.Stats()
+		for _, a := range st.Addresses {
+			addrs += a.Requests
+		}
+		for _, x := range st.Sites {
+			sites += x.Requests
+		}
+		return addrs, sites
 	}
+	beforeAddrs, beforeSites := arrived()
 	var wg sync.WaitGroup
 	for _, u := range urls {
 		wg.Add(1)
@@ -193,16 +202,13 @@ func holdMany(t *testing.T, s *Server, c *http.Client, urls []string) func() {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var n int64
-		for _, a := range s.Stats().Addresses {
-			n += a.Requests
-		}
-		if n == before+int64(len(urls)) {
+		addrs, sites := arrived()
+		if addrs == beforeAddrs+int64(len(urls)) && sites == beforeSites+int64(len(urls)) {
 			break
 		}
 		if time.Now().After(deadline) {
 			cancel()
-			t.Fatalf("timed out: %d of %d requests arrived", n-before, len(urls))
+			t.Fatalf("timed out: %d of %d requests arrived at their addresses, %d at their sites", addrs-beforeAddrs, len(urls), sites-beforeSites)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
