@@ -39,6 +39,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -316,7 +317,7 @@ func ceiled(rule Rule) float64 {
 // here at once, which saves them the trip through Redis.
 func (l *Limiter) leave(ctx context.Context, k keys, id string, rule Rule, held bool, out Outcome) (bool, error) {
 	v, err := releaseScript.Run(ctx, l.fn, l.keyArgs(k), l.leaveArgs(id, rule, held, out)...).Text()
-	return l.left(k, rule, v, err)
+	return l.left(k, rule, v, err, true)
 }
 
 // leaveArgs are release.lua's ARGV for removing id.
@@ -354,7 +355,15 @@ func (l *Limiter) releaseArgs(id string, rule Rule, held bool, out Outcome, next
 // what the controller did (AdaptStats), wakes the local waiters it names
 // (under the limit the script applied) and reports whether the entry was
 // still there.
-func (l *Limiter) left(k keys, rule Rule, v string, err error) (bool, error) {
+//
+// With yield, when it handed a waiter a grant it may act on at once (no
+// crawl delay to wait out), it yields the processor (runtime.Gosched), so
+// that the waiter can start its request before the caller goes on: a woken
+// goroutine otherwise waits, unless a processor is idle, until the caller
+// blocks, which for a releaser is after the write of its next call to Redis.
+// Best effort: the scheduler may still run the caller first. Callers that
+// release many entries in a loop (drop) pass false.
+func (l *Limiter) left(k keys, rule Rule, v string, err error, yield bool) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("limiter: release %s: %w", k.site, err)
 	}
@@ -366,7 +375,10 @@ func (l *Limiter) left(k keys, rule Rule, v string, err error) (bool, error) {
 		l.views.note(k.site, int64(rule.Limit), n[3], n[4], n[5], n[6], l.opts.now()())
 	}
 	if len(ids) > 0 {
-		l.hub.deliver(grant{limit: int(n[2]), wait: time.Duration(n[1]) * time.Millisecond}, ids)
+		g := grant{limit: int(n[2]), wait: time.Duration(n[1]) * time.Millisecond}
+		if l.hub.deliver(g, ids) > 0 && yield && g.wait == 0 {
+			runtime.Gosched()
+		}
 	}
 	return n[0] == 1, nil
 }

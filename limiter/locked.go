@@ -229,6 +229,6 @@ func (l *Limiter) drop(k keys, ts []*ticket) {
 	pipe.Exec(ctx) // each reply tells its outcome
 	for i, t := range ts {
 		v, err := replies[i]()
-		l.left(k, t.rule, v, err) // wakes this process's waiters it lets in
+		l.left(k, t.rule, v, err, false) // wakes this process's waiters it lets in
 	}
 }

@@ -296,7 +296,7 @@ func (p *Permit) ReleaseOn(ctx context.Context, pipe redis.Pipeliner) (after fun
 	reply := p.l.releaseOn(ctx, pipe, p.k, p.l.leaveArgs(p.id, p.rule, true, p.recorded()), nil)
 	return sync.OnceValue(func() error {
 		v, err := reply()
-		return p.settle(p.l.left(p.k, p.rule, v, err))
+		return p.settle(p.l.left(p.k, p.rule, v, err, true))
 	})
 }
 

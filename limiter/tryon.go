@@ -111,7 +111,7 @@ func (p *Permit) KeepOn(ctx context.Context, pipe redis.Pipeliner, next Rule) (r
 	reply := l.releaseOn(ctx, pipe, k, l.keepArgs(p.id, p.rule, next, p.recorded()), func() { sent = l.opts.now()() })
 	released = sync.OnceValue(func() error {
 		v, err := reply()
-		return p.settle(l.left(k, p.rule, v, err))
+		return p.settle(l.left(k, p.rule, v, err, true))
 	})
 	kept = sync.OnceValues(func() (*Permit, error) {
 		// release.lua's numbers: the health's cap and extra delay at 4
