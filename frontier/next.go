@@ -70,11 +70,9 @@ func (f *Frontier) nextFrom(ctx context.Context, lay *layout, sh *shard, quiet b
 	return f.elsewhere(ctx, lay, sh, a.empty)
 }
 
+// nextCall is next.lua's call on sh: a take, quiet or not (makeCall).
 func (f *Frontier) nextCall(sh *shard, quiet bool) *call {
-	if quiet {
-		return f.quietCall(nextScript, sh, nil, f.takeID(sh))
-	}
-	return f.newCall(nextScript, sh, nil, f.takeID(sh))
+	return f.makeCall(nextScript, sh, nil, quiet, f.takeID(sh))
 }
 
 // takeOn takes the next item of shard sh (next.lua), in a round trip of the

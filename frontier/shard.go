@@ -176,7 +176,7 @@ func (f *Frontier) registerCall() *call {
 // script refreshes them unless a process gave them this process's TTL
 // within the last half of that (common.lua keep), so a fleet pays for it
 // about once.
-// A quiet call (quietCall) never asks.
+// A quiet call (makeCall) never asks.
 func (f *Frontier) args(sh *shard, own []float64, quiet bool, more ...any) ([]any, bool) {
 	refresh := int64(0)
 	now, last := time.Now().UnixMilli(), sh.kept.Load()
@@ -313,7 +313,7 @@ type call struct {
 	sh     *shard
 	gen    uint64 // the seen cache's generation when it was sent (pipelined)
 	keeps  bool   // it asks for the shard's TTLs to be refreshed (args)
-	quiet  bool   // it asks for no refresh of anything (quietCall)
+	quiet  bool   // it asks for no refresh of anything (makeCall)
 	full   int64  // links it dropped at their site's queue bound (answer)
 }
 
@@ -322,14 +322,11 @@ func (f *Frontier) newCall(script *luafn.Script, sh *shard, own []float64, more 
 	return f.makeCall(script, sh, own, false, more...)
 }
 
-// quietCall is newCall for a call that refreshes nothing: neither its
-// shard's TTLs (args) nor, when a round trip carries only quiet calls,
-// the crawl's (keepCrawl). An idle process's take (Next) is one: on a
-// crawl deleted under the process, a refresh would make the keys again.
-func (f *Frontier) quietCall(script *luafn.Script, sh *shard, own []float64, more ...any) *call {
-	return f.makeCall(script, sh, own, true, more...)
-}
-
+// makeCall is newCall, quiet or not. A quiet call refreshes nothing:
+// neither its shard's TTLs (args) nor, when a round trip carries only
+// quiet calls, the crawl's (keepCrawl). An idle process's take on a
+// one-shard crawl (Next) is one: on a crawl deleted under the process, a
+// refresh would make the keys again.
 func (f *Frontier) makeCall(script *luafn.Script, sh *shard, own []float64, quiet bool, more ...any) *call {
 	args, keeps := f.args(sh, own, quiet, more...)
 	// Where keys never move, only the ready set: common.lua makes the
@@ -400,7 +397,7 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	return after
 }
 
-// allQuiet reports whether calls are all quiet (quietCall), and some.
+// allQuiet reports whether calls are all quiet (makeCall), and some.
 func allQuiet(calls []*call) bool {
 	for _, c := range calls {
 		if !c.quiet {
