@@ -147,7 +147,7 @@ func Open(ctx context.Context, rdb redis.Cmdable, opts *Options) (*Frontier, Met
 	if err != nil {
 		return nil, Meta{}, fmt.Errorf("frontier: open crawl %s: %w", f.o.Crawl, err)
 	}
-	l, err := f.newLayout(strconv.Itoa(m.Shards))
+	l, err := f.newLayout(strconv.Itoa(m.Shards), h.Val()["seen_key"])
 	if err != nil {
 		return nil, Meta{}, err
 	}
@@ -257,7 +257,7 @@ func readCrawls(ctx context.Context, rdb redis.Cmdable, prefix string, names []s
 			f := New(rdb, &Options{Prefix: prefix, Crawl: name})
 			if err == nil && f.err == nil {
 				c.Meta = m
-				l, err = f.newLayout(strconv.Itoa(m.Shards))
+				l, err = f.newLayout(strconv.Itoa(m.Shards), hs[i].Val()["seen_key"])
 			}
 			if err != nil {
 				return nil, nil, fmt.Errorf("crawl %s: %w", name, err)

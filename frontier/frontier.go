@@ -38,15 +38,19 @@
 // Every key has the crawl's TTL: a key is created with it, and all of a
 // shard's keys' TTLs are refreshed about once a minute by whichever process
 // asks first (each asks once a minute, for every shard, whether its workers
-// called it or not), not on every call. Seen URLs are
-// kept as 64-bit fingerprints (FNV-1a of the normalised URL) in 256
-// intsets per shard, about 13 bytes a URL up to CompactSeen a shard (some
+// called it or not), not on every call. Seen URLs are kept as 64-bit
+// fingerprints of the normalised URL in 256 intsets per shard: SipHash-2-4
+// under a random key that the process creating the crawl stores in its
+// meta, so that a site cannot make its URLs collide with other sites' and
+// keep them out of the crawl (FNV-1a in a crawl created before crawls had
+// a key). That is about 13 bytes a URL up to CompactSeen a shard (some
 // 131,000 URLs with Redis's default set-max-intset-entries). Each process
-// also remembers,
-// in 1 MiB, fingerprints its calls have had admitted or found seen, and
-// does not send those links again (without MaxPages only); so a crawl
-// whose keys are deleted under a running process is not fully re-admitted
-// by that process: start it again.
+// also remembers, in 1 MiB, fingerprints its calls have had admitted or
+// found seen, and does not send those links again (without MaxPages
+// only); so a crawl whose keys are deleted under a running process is not
+// fully re-admitted by that process: start it again. Processes built
+// before crawls had a key use FNV-1a in any crawl: run with them, a newer
+// crawl may admit a URL once for each kind of process.
 //
 // # A crawl's life
 //

@@ -19,7 +19,7 @@ func forget(t *testing.T, ctx context.Context, f *Frontier, raw string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, member, bucket := fingerprint(norm)
+	_, member, bucket := f.lay.Load().fingerprint(norm)
 	if n := f.rdb.SRem(ctx, f.lay.Load().of(site).base+"seen:"+bucket, member).Val(); n != 1 {
 		t.Fatalf("%s was not in the seen set", raw)
 	}

@@ -2,6 +2,8 @@ package frontier
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -14,11 +16,15 @@ import (
 
 	"github.com/polite-crawler/polite/internal/luafn"
 	"github.com/polite-crawler/polite/internal/luanums"
+	"github.com/polite-crawler/polite/internal/siphash"
 )
 
 // layout is a crawl's shards, as stored when the crawl was created.
 type layout struct {
 	shards []*shard
+	// key is the crawl's seen key (fingerprint); nil for a crawl created
+	// before crawls had one, whose fingerprints are FNV-1a.
+	key *siphash.Key
 }
 
 // shard is one hash tag's keys: common.lua names them. Its tag is
@@ -69,14 +75,45 @@ func (l *layout) of(site string) *shard {
 	return l.shards[h.Sum32()%uint32(len(l.shards))]
 }
 
-// fingerprint is what the seen sets keep of a normalised URL: FNV-1a 64,
-// given to Redis as a decimal int64 (an intset member), and the bucket it
-// goes in.
-func fingerprint(norm string) (fp uint64, member, bucket string) {
-	h := fnv.New64a()
-	h.Write([]byte(norm))
-	v := h.Sum64()
+// fingerprint is what the seen sets keep of a normalised URL: SipHash-2-4
+// under the crawl's seen key, so that nobody without the key (kept in the
+// crawl's meta, made at random by the process that created the crawl) can
+// make URLs whose fingerprints collide with others', and so keep them out
+// of the crawl; FNV-1a 64 in a crawl created before crawls had a key. It
+// is given to Redis as a decimal int64 (an intset member), with the bucket
+// it goes in.
+func (l *layout) fingerprint(norm string) (fp uint64, member, bucket string) {
+	var v uint64
+	if l.key != nil {
+		v = l.key.Sum64(norm)
+	} else {
+		h := fnv.New64a()
+		h.Write([]byte(norm))
+		v = h.Sum64()
+	}
 	return v, strconv.FormatInt(int64(v), 10), strconv.Itoa(int(v >> 56))
+}
+
+// newSeenKey is a fresh random seen key, as meta.lua stores it: 32 hex
+// digits.
+func newSeenKey() string {
+	b := make([]byte, siphash.KeySize)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// parseSeenKey is the key of a stored seen key, nil for "" (a crawl
+// created before crawls had one).
+func parseSeenKey(stored string) (*siphash.Key, error) {
+	if stored == "" {
+		return nil, nil
+	}
+	b, err := hex.DecodeString(stored)
+	if err != nil || len(b) != siphash.KeySize {
+		return nil, fmt.Errorf("bad seen key (%d characters): want %d hex digits", len(stored), 2*siphash.KeySize)
+	}
+	k := siphash.NewKey(b)
+	return &k, nil
 }
 
 // layout is the crawl's shards. The first call of a process records it
@@ -106,7 +143,7 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 		given = "1"
 	}
 	rec := &call{script: metaScript, keys: []string{f.meta},
-		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds(), f.o.Scope.encode(), given}}
+		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds(), f.o.Scope.encode(), given, newSeenKey()}}
 	reg := f.registerCall()
 	f.keptAt.Store(time.Now().UnixMilli()) // these calls keep meta and the registry entry
 	f.pipelined(ctx, nil, rec, reg)
@@ -117,13 +154,13 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 		return nil, fmt.Errorf("frontier: crawl %s: register: %w", f.o.Crawl, err)
 	}
 	reply, _ := rec.cmd.StringSlice()
-	if len(reply) != 2 {
+	if len(reply) != 3 {
 		return nil, fmt.Errorf("frontier: crawl %s: meta: %d values", f.o.Crawl, len(reply))
 	}
 	if err := f.adopt(reply[1]); err != nil {
 		return nil, err
 	}
-	l, err := f.newLayout(reply[0])
+	l, err := f.newLayout(reply[0], reply[2])
 	if err != nil {
 		return nil, err
 	}
@@ -150,13 +187,17 @@ func (f *Frontier) adopt(stored string) error {
 	return nil
 }
 
-// newLayout is the layout of a stored shard count.
-func (f *Frontier) newLayout(stored string) (*layout, error) {
+// newLayout is the layout of a stored shard count and seen key.
+func (f *Frontier) newLayout(stored, seenKey string) (*layout, error) {
 	n, err := strconv.Atoi(stored)
 	if err != nil || n < 1 || n > MaxShards {
 		return nil, fmt.Errorf("frontier: crawl %s: bad shard count %q", f.o.Crawl, stored)
 	}
-	l := &layout{}
+	key, err := parseSeenKey(seenKey)
+	if err != nil {
+		return nil, fmt.Errorf("frontier: crawl %s: %w", f.o.Crawl, err)
+	}
+	l := &layout{key: key}
 	for i := range n {
 		l.shards = append(l.shards, newShard(f.o, i))
 	}
@@ -266,7 +307,7 @@ func (f *Frontier) admission(lay *layout, by map[*shard]*batch, depth, hops int,
 		if err != nil {
 			continue
 		}
-		fp, member, b := fingerprint(norm)
+		fp, member, b := lay.fingerprint(norm)
 		if f.seen.has(fp) {
 			continue
 		}
