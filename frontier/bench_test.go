@@ -57,3 +57,23 @@ func BenchmarkAfterFetch(b *testing.B) {
 		})
 	}
 }
+
+// A link's fingerprint: SipHash-2-4 under the crawl's seen key, against
+// the FNV-1a 64 of crawls made before they had a key.
+func BenchmarkFingerprint(b *testing.B) {
+	key, err := parseSeenKey(newSeenKey())
+	if err != nil {
+		b.Fatal(err)
+	}
+	u := "http://www.example.com/some/path/to/a/page.html?with=a&query=string"
+	for _, l := range []struct {
+		name string
+		lay  *layout
+	}{{"siphash", &layout{key: key}}, {"fnv", &layout{}}} {
+		b.Run(l.name, func(b *testing.B) {
+			for b.Loop() {
+				l.lay.fingerprint(u)
+			}
+		})
+	}
+}

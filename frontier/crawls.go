@@ -257,7 +257,7 @@ func readCrawls(ctx context.Context, rdb redis.Cmdable, prefix string, names []s
 			f := New(rdb, &Options{Prefix: prefix, Crawl: name})
 			if err == nil && f.err == nil {
 				c.Meta = m
-				l, err = f.newLayout(strconv.Itoa(m.Shards), hs[i].Val()["seen_key"])
+				l, err = f.newLayout(strconv.Itoa(m.Shards), "") // no seen key: List only counts, it never hashes a URL
 			}
 			if err != nil {
 				return nil, nil, fmt.Errorf("crawl %s: %w", name, err)

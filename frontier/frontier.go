@@ -140,6 +140,10 @@ var (
 	// ErrNoCrawl means the crawl has no keys under the prefix: it was never
 	// created, or has expired or been deleted.
 	ErrNoCrawl = errors.New("frontier: no such crawl")
+	// ErrMetaLost means a crawl's meta key is gone while its shards' keys
+	// remain, so a process cannot join it (see Frontier's layout): the
+	// seen key its URLs were fingerprinted with is gone with the meta.
+	ErrMetaLost = errors.New("frontier: crawl's meta is gone while its queues and seen sets remain")
 	// ErrLost means an item was handed to another worker (its visibility
 	// timeout ran out) before this one settled it.
 	ErrLost = errors.New("frontier: item no longer held")

@@ -18,12 +18,15 @@
 -- ARGV[8] a fresh random seen key, stored only if this call creates the
 --         crawl
 -- Returns {stored shard count, stored scope rules or '' for none yet,
--- stored seen key or '' for none}.
+-- stored seen key or '' for none, '1' if this call created the crawl else
+-- '0'}.
 -- The clock first: a call that fails (an ACL that refuses the user TIME)
 -- must fail before it writes, or it leaves a meta without its TTL.
 local now = now_ms()
+local made = '0'
 if redis.call('HSETNX', KEYS[1], 'shards', ARGV[1]) == 1 then
   redis.call('HSET', KEYS[1], 'created', now, 'seen_key', ARGV[8])
+  made = '1'
 end
 local key = redis.call('HGET', KEYS[1], 'seen_key') or ''
 local rules = redis.call('HGET', KEYS[1], 'scope_rules')
@@ -34,8 +37,8 @@ if not rules then
     redis.call('HSET', KEYS[1], 'scope_rules', rules)
   end
 elseif ARGV[7] == '1' and rules ~= ARGV[6] then
-  return {redis.call('HGET', KEYS[1], 'shards'), rules, key}
+  return {redis.call('HGET', KEYS[1], 'shards'), rules, key, made}
 end
 redis.call('HSET', KEYS[1], 'max_per_site', ARGV[2], 'site_key', ARGV[3], 'max_pages', ARGV[4], 'ttl', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return {redis.call('HGET', KEYS[1], 'shards'), rules, key}
+return {redis.call('HGET', KEYS[1], 'shards'), rules, key, made}

@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"errors"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -103,5 +104,63 @@ func TestBadSeenKeyFails(t *testing.T) {
 	}
 	if _, _, err := Open(ctx, f.rdb, &Options{Prefix: f.o.Prefix, Crawl: f.o.Crawl}); err == nil || !strings.Contains(err.Error(), "bad seen key") {
 		t.Fatalf("Open: %v; want a bad seen key error", err)
+	}
+}
+
+// A running process puts back a meta that Redis lost under it, seen key
+// and all, so that a process joining later hashes as it does.
+func TestMetaLostIsPutBackByRunningProcess(t *testing.T) {
+	ctx := ctxT(t)
+	const u = "http://a.example/page"
+	f := newFrontier(t, Options{Shards: 4})
+	if n, err := f.Add(ctx, 0, u); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
+	}
+	before := f.rdb.HGetAll(ctx, f.meta).Val()
+	f.rdb.Del(ctx, f.meta)
+	f.keptAt.Store(0) // its next round trip refreshes the crawl's keys
+	if n, err := f.Add(ctx, 0, "http://a.example/2"); err != nil || n != 1 {
+		t.Fatalf("Add after the loss: %d, %v", n, err)
+	}
+	after := f.rdb.HGetAll(ctx, f.meta).Val()
+	for _, k := range []string{"shards", "seen_key", "max_per_site", "site_key", "max_pages", "ttl"} {
+		if after[k] != before[k] {
+			t.Errorf("meta %s put back as %q, was %q", k, after[k], before[k])
+		}
+	}
+	if ttl := f.rdb.PTTL(ctx, f.meta).Val(); ttl <= 0 {
+		t.Errorf("meta put back with TTL %v", ttl)
+	}
+	if n, err := join(f, Options{Shards: 4}).Add(ctx, 0, u); err != nil || n != 0 {
+		t.Fatalf("a process joining after: %d admitted, %v; want the URL seen", n, err)
+	}
+}
+
+// A process that would create a meta over shards that outlived theirs
+// (nobody running to put it back) refuses, and leaves no meta behind: a
+// new seen key would admit every URL seen before once more. Once the
+// crawl is deleted it starts afresh.
+func TestMetaLostOverShardsIsRefused(t *testing.T) {
+	ctx := ctxT(t)
+	const u = "http://a.example/page"
+	f := newFrontier(t, Options{Shards: 4})
+	if n, err := f.Add(ctx, 0, u); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
+	}
+	f.rdb.Del(ctx, f.meta)
+	for range 2 { // the second try meets the same shards: nothing left behind
+		_, err := join(f, Options{Shards: 4}).Add(ctx, 0, u)
+		if !errors.Is(err, ErrMetaLost) || !strings.Contains(err.Error(), "crawler delete --crawl "+f.o.Crawl) {
+			t.Fatalf("joining: %v; want ErrMetaLost saying what to do", err)
+		}
+		if f.rdb.Exists(ctx, f.meta).Val() != 0 {
+			t.Fatal("the refused process left its meta")
+		}
+	}
+	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := join(f, Options{Shards: 4}).Add(ctx, 0, u); err != nil || n != 1 {
+		t.Fatalf("after delete: %d, %v; want a fresh crawl", n, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -22,9 +23,11 @@ import (
 // layout is a crawl's shards, as stored when the crawl was created.
 type layout struct {
 	shards []*shard
-	// key is the crawl's seen key (fingerprint); nil for a crawl created
-	// before crawls had one, whose fingerprints are FNV-1a.
-	key *siphash.Key
+	// key is the key of the crawl's fingerprints (its seen key, keyHex as
+	// stored); nil ("") for a crawl created before crawls had one, whose
+	// fingerprints are FNV-1a.
+	key    *siphash.Key
+	keyHex string
 }
 
 // shard is one hash tag's keys: common.lua names them. Its tag is
@@ -118,10 +121,18 @@ func parseSeenKey(stored string) (*siphash.Key, error) {
 
 // layout is the crawl's shards. The first call of a process records it
 // in the crawl's meta (meta.lua: the shard count, Options.Shards or 1 with
-// MaxPages, if the crawl has none yet; its cap, site key, page limit and
-// TTL in any case: see Meta) and in the prefix's registry of crawls
-// (register.lua), and reads the crawl's shard count; it is then fixed for
-// the Frontier's life.
+// MaxPages, and a fresh seen key, if the crawl has none yet; its cap, site
+// key, page limit and TTL in any case: see Meta) and in the prefix's
+// registry of crawls (register.lua), and reads the crawl's shard count and
+// seen key; they are then fixed for the Frontier's life.
+//
+// A crawl whose meta is gone while its shards' keys remain (the meta
+// expired first, or Redis lost it: a restart without its data, a failover)
+// cannot be joined: its seen sets hold fingerprints under a key nobody
+// can read any more, and a new one would admit every URL seen before once
+// more. Its running processes put the meta back (keepCrawl) within a
+// refresh interval; a process that would create the meta over such shards
+// takes its new meta away again and fails with ErrMetaLost.
 func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	if f.err != nil {
 		return nil, f.err
@@ -142,11 +153,22 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	if !f.o.Scope.IsZero() {
 		given = "1"
 	}
+	key := newSeenKey()
 	rec := &call{script: metaScript, keys: []string{f.meta},
-		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds(), f.o.Scope.encode(), given, newSeenKey()}}
+		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds(), f.o.Scope.encode(), given, key}}
 	reg := f.registerCall()
+	// Whether the shards this call would create have keys already: read
+	// before meta.lua runs, in the same round trip, and looked at only if
+	// it created the meta (then no process had it to make them since).
+	var there []*redis.IntCmd
+	look := func(pipe redis.Pipeliner) func() error {
+		for i := range n {
+			there = append(there, pipe.Exists(ctx, newShard(f.o, i).keys[0]))
+		}
+		return nil
+	}
 	f.keptAt.Store(time.Now().UnixMilli()) // these calls keep meta and the registry entry
-	f.pipelined(ctx, nil, rec, reg)
+	f.pipelined(ctx, look, rec, reg)
 	if err := rec.cmd.Err(); err != nil {
 		return nil, fmt.Errorf("frontier: crawl %s: shard count: %w", f.o.Crawl, err)
 	}
@@ -154,8 +176,24 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 		return nil, fmt.Errorf("frontier: crawl %s: register: %w", f.o.Crawl, err)
 	}
 	reply, _ := rec.cmd.StringSlice()
-	if len(reply) != 3 {
+	if len(reply) != 4 {
 		return nil, fmt.Errorf("frontier: crawl %s: meta: %d values", f.o.Crawl, len(reply))
+	}
+	if reply[3] == "1" {
+		for _, c := range there {
+			if c.Val() == 0 && c.Err() == nil {
+				continue
+			}
+			// Take the meta this call made away (only it: its key), so
+			// that the next process to try meets the same shards.
+			undo := unmakeEval.Run(ctx, f.rdb, []string{f.meta}, key).Err()
+			if err := c.Err(); err != nil {
+				return nil, fmt.Errorf("frontier: crawl %s: shard keys: %w", f.o.Crawl, errors.Join(err, undo))
+			}
+			return nil, fmt.Errorf("%w: crawl %s under prefix %s. If processes still run on it, they put it back within %s: start this one then; "+
+				"if none do, its keys expire within about %s, or `crawler delete --crawl %s` removes them now%s",
+				ErrMetaLost, f.o.Crawl, f.o.Prefix, f.refreshEvery(), 2*f.refreshEvery(), f.o.Crawl, undoNote(undo))
+		}
 	}
 	if err := f.adopt(reply[1]); err != nil {
 		return nil, err
@@ -166,6 +204,20 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	}
 	f.lay.Store(l)
 	return l, nil
+}
+
+// unmakeEval deletes a crawl's meta (KEYS[1]) if its seen key is ARGV[1]:
+// the one a process made over a lost meta's shards (layout).
+var unmakeEval = redis.NewScript(`if redis.call('HGET', KEYS[1], 'seen_key') == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`)
+
+func undoNote(err error) string {
+	if err == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (and the meta this process made could not be taken away: %v)", err)
 }
 
 // adopt takes the crawl's stored scope rules ("": none stored yet, the
@@ -197,7 +249,7 @@ func (f *Frontier) newLayout(stored, seenKey string) (*layout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("frontier: crawl %s: %w", f.o.Crawl, err)
 	}
-	l := &layout{key: key}
+	l := &layout{key: key, keyHex: seenKey}
 	for i := range n {
 		l.shards = append(l.shards, newShard(f.o, i))
 	}
@@ -255,7 +307,7 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) []*call 
 	if !f.keepDue(now, last) || !f.keptAt.CompareAndSwap(last, now) {
 		return nil
 	}
-	pipe.PExpire(ctx, f.meta, f.o.TTL)
+	f.keepMeta(ctx, pipe, lay)
 	pipe.PExpire(ctx, f.scope, f.o.TTL)
 	reg := f.registerCall()
 	registerEval.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
@@ -263,6 +315,40 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) []*call 
 	// and its refresh is not all moved into this round trip.
 	return f.refreshes(lay, now, 2*every)
 }
+
+// keepMeta queues on pipe a refresh of the TTL of the crawl's meta, which
+// puts the meta back as this process knows it (shard count, seen key,
+// scope rules, limits) if it is gone while the process works on the
+// crawl: Redis lost it (a restart without its data, a failover) or it
+// expired first. Else a process joining would make another seen key, and
+// admit every URL seen before once more (layout refuses to).
+func (f *Frontier) keepMeta(ctx context.Context, pipe redis.Pipeliner, lay *layout) {
+	f.rulesMu.Lock()
+	rules := ""
+	if f.rulesSet {
+		rules = f.rules.encode()
+	}
+	f.rulesMu.Unlock()
+	keepMetaEval.Eval(ctx, pipe, []string{f.meta}, f.o.TTL.Milliseconds(), len(lay.shards), lay.keyHex,
+		rules, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages)
+}
+
+// keepMetaEval is keepMeta's script, once a minute: its text is no
+// burden. KEYS[1] meta; ARGV[1] TTL ms, ARGV[2] shard count, ARGV[3] seen
+// key (empty: none), ARGV[4] scope rules (empty: none known), then the limits as
+// meta.lua records them. Returns 1 if it put the meta back.
+var keepMetaEval = redis.NewScript(`if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 1 then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'shards', ARGV[2], 'max_per_site', ARGV[5], 'site_key', ARGV[6], 'max_pages', ARGV[7], 'ttl', ARGV[1])
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[1], 'seen_key', ARGV[3])
+end
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[1], 'scope_rules', ARGV[4])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1`)
 
 // refreshes are calls that only refresh (add.lua with nothing to add)
 // lay's shards whose TTLs this process last asked to refresh age ms or

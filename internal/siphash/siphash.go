@@ -3,8 +3,9 @@
 // hostile site cannot make URLs that collide with others on purpose, as it
 // can under an unkeyed hash such as FNV.
 //
-// It is a hash for tables and de-duplication, not a MAC for long-lived
-// secrets; the key must be secret and random (16 bytes from crypto/rand).
+// Its output is 64 bits: it keeps outsiders from choosing collisions, but
+// is too short to authenticate messages against a determined forger. The
+// key must be secret and random (16 bytes from crypto/rand).
 package siphash
 
 import (

@@ -49,6 +49,33 @@ func TestVectors(t *testing.T) {
 	}
 }
 
+// Longer inputs, past the published vectors (63 bytes), where only the
+// low byte of the length goes into the last block: the same key, the bytes
+// i mod 256, as github.com/dchest/siphash v1.2.3 hashes them.
+func TestLongInputs(t *testing.T) {
+	kb := make([]byte, KeySize)
+	for i := range kb {
+		kb[i] = byte(i)
+	}
+	k := NewKey(kb)
+	for _, c := range []struct {
+		n    int
+		want uint64
+	}{
+		{127, 0x9e7db1ba81dc7e3a}, {128, 0xdeb79e256c8736ae}, {255, 0xa9c169fec74db21a},
+		{256, 0x999d0526d2a7bfd7}, {257, 0x8a817b8d55b29748}, {1000, 0xdb9b3ed69e31c9a6},
+		{8192, 0x3d39c8b3f30d8721},
+	} {
+		msg := make([]byte, c.n)
+		for i := range msg {
+			msg[i] = byte(i)
+		}
+		if got := k.Sum64(string(msg)); got != c.want {
+			t.Errorf("%d bytes: %016x, want %016x", c.n, got, c.want)
+		}
+	}
+}
+
 // Another key gives another hash: the key is in every bit of it.
 func TestKeyMatters(t *testing.T) {
 	a, b := make([]byte, KeySize), make([]byte, KeySize)
