@@ -191,8 +191,8 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 				return nil, fmt.Errorf("frontier: crawl %s: shard keys: %w", f.o.Crawl, errors.Join(err, undo))
 			}
 			return nil, fmt.Errorf("%w: crawl %s under prefix %s. If processes still run on it, they put it back within %s: start this one then; "+
-				"if none do, its keys expire within about %s, or `crawler delete --crawl %s` removes them now%s",
-				ErrMetaLost, f.o.Crawl, f.o.Prefix, f.refreshEvery(), 2*f.refreshEvery(), f.o.Crawl, undoNote(undo))
+				"if none do, `crawler delete --crawl %s` removes what is left (or it expires, its TTL after the last process left it)%s",
+				ErrMetaLost, f.o.Crawl, f.o.Prefix, f.refreshEvery(), f.o.Crawl, undoNote(undo))
 		}
 	}
 	if err := f.adopt(reply[1]); err != nil {
