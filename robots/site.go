@@ -25,8 +25,9 @@ import (
 //     "xn--bcher-kva.example", a fullwidth "ｅｘａｍｐｌｅ．ｃｏｍ" is
 //     "example.com". An all-ASCII name is only lower-cased, not validated,
 //     as net/http sends it ("a_b.example" stays). A name IDNA rejects keeps
-//     its lower-cased form: a deterministic key for a host no request can
-//     reach (net/http fails it), so nothing more is at stake.
+//     its form with only its ASCII letters lower-cased ("Ӏ.EXAMPLE" is
+//     "Ӏ.example"): a deterministic key for a host no request can reach
+//     (net/http fails it), so nothing more is at stake.
 //   - Trailing dots are dropped: "localhost." is "localhost" (and the
 //     invalid "a.." is "a", so that Site is a fixed point; "." is "").
 //   - An IPv6 literal is in canonical form (net/netip): "[0::1]" and
@@ -126,15 +127,34 @@ func canonHost(h string) (host string, ip bool) {
 		}
 	}
 	if ascii {
-		h = strings.ToLower(h)
+		h = lowerASCII(h)
 	} else if a, err := idna.Lookup.ToASCII(h); err == nil {
 		h = a // lower-case already: UTS #46 maps case
 	} else {
-		h = strings.ToLower(h)
+		h = lowerASCII(h)
 	}
 	h = strings.TrimRight(h, ".")
 	_, err := netip.ParseAddr(h)
 	return h, err == nil
+}
+
+// lowerASCII is s with its ASCII letters lower-cased, and nothing else
+// changed: a name IDNA rejects must stay one it rejects, or Site would not
+// be a fixed point. Unicode lower-casing can make it one IDNA accepts:
+// "Ӏ" (U+04C0) is disallowed, its lower case "ӏ" (U+04CF) is "xn--s5a".
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
 }
 
 // A SiteKey maps a URL to the key its permits, its frontier scheduling and
