@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -166,6 +167,14 @@ type Cache struct {
 	flight    singleflight.Group
 	badPrefix error // from keyname.Check, returned by every lookup
 
+	// stop ends the loads under way when the cache is closed (Close);
+	// loads counts them, and closed refuses new ones (both under mu).
+	stop    context.Context
+	stopNow context.CancelFunc
+	mu      sync.Mutex
+	closed  bool
+	loads   sync.WaitGroup
+
 	hitsLocal, hitsRedis, fetches atomic.Int64
 }
 
@@ -189,6 +198,7 @@ func NewCache(rdb redis.Cmdable, client *http.Client, opts *CacheOptions) *Cache
 		opts = &o
 	}
 	c := &Cache{rdb: rdb, client: client, o: opts, local: newLRU(opts.localSize(), opts.localBytes())}
+	c.stop, c.stopNow = context.WithCancel(context.Background())
 	if err := keyname.Check("prefix", opts.prefix()); err != nil {
 		c.badPrefix = fmt.Errorf("robots: %w", err)
 	}
@@ -267,9 +277,16 @@ func (c *Cache) Policy(ctx context.Context, u *url.URL) (Policy, error) {
 	}
 	// One load per robots.txt in this process. It runs detached from the
 	// first caller's ctx, so that caller giving up does not fail the others.
+	// Close ends it.
 	ch := c.flight.DoChan(o.String(), func() (any, error) {
+		if !c.begin() {
+			return nil, fmt.Errorf("robots: %s: %w", o, ErrClosed)
+		}
+		defer c.loads.Done()
 		lctx, cancel := context.WithTimeout(rtkind.With(context.WithoutCancel(ctx), rtkind.Robots), 3*c.o.fetchTimeout()+5*time.Second)
 		defer cancel()
+		unhook := context.AfterFunc(c.stop, cancel)
+		defer unhook()
 		return c.load(lctx, o)
 	})
 	select {
@@ -280,6 +297,48 @@ func (c *Cache) Policy(ctx context.Context, u *url.URL) (Policy, error) {
 			return Policy{}, r.Err
 		}
 		return r.Val.(Policy), nil
+	}
+}
+
+// ErrClosed is the error of a Policy call that needed a load after the
+// Cache was closed (Close), or whose load Close ended.
+var ErrClosed = errors.New("robots: cache closed")
+
+// begin counts a load in, unless the cache is closed.
+func (c *Cache) begin() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.loads.Add(1)
+	return true
+}
+
+// Close ends the robots.txt loads under way, and waits until they have
+// given their fetch leases back, or ctx ends: call it before closing the
+// Redis client, or a load cut off by the closed client leaves its lease,
+// and other processes wait it out (up to twice the fetch timeout) before
+// they fetch that robots.txt. A fetch that Close cuts short stores
+// nothing: it is no verdict on the site (ErrNotFetched). Later loads fail
+// with ErrClosed; policies the process holds are still served. Close
+// returns ctx's error if the loads did not end in time. It is safe to
+// call more than once.
+func (c *Cache) Close(ctx context.Context) error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.stopNow()
+	done := make(chan struct{})
+	go func() { // ends when the loads do: each is bounded by its own timeout
+		c.loads.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("robots: close: loads still under way: %w", ctx.Err())
 	}
 }
 
@@ -330,7 +389,9 @@ func (c *Cache) load(ctx context.Context, o origin) (Policy, error) {
 
 // giveBack gives o's fetch lease back if it is still ours (token).
 func (c *Cache) giveBack(ctx context.Context, o origin, k originKeys, token string) {
-	if _, err := ownedkey.Delete(context.WithoutCancel(ctx), c.rdb, k.lease, token); err != nil {
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // also after Close ended the load
+	defer cancel()
+	if _, err := ownedkey.Delete(gctx, c.rdb, k.lease, token); err != nil {
 		c.warn("could not give back the robots.txt fetch lease; other workers wait for it to expire", "origin", o.String(), "err", err)
 	}
 }
@@ -345,6 +406,9 @@ func (c *Cache) warn(msg string, args ...any) {
 func (c *Cache) fetchAndStore(ctx context.Context, o origin, k originKeys) (Policy, error) {
 	c.fetches.Add(1)
 	status, body, err := c.fetch(ctx, o.robotsURL()) // a failed fetch is status 0: unreachable
+	if err != nil && c.stop.Err() != nil {
+		err = fmt.Errorf("%w: %w", ErrNotFetched, ErrClosed) // cut short by Close: no verdict on the site
+	}
 	if errors.Is(err, ErrNotFetched) {
 		return Policy{}, fmt.Errorf("robots: %s: %w", o, err) // no verdict on the site
 	}

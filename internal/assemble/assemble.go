@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/polite-crawler/polite/config"
 	"github.com/polite-crawler/polite/crawl"
@@ -121,6 +122,10 @@ func (c *Crawl) build(rdb redis.UniversalClient, siteKey robots.SiteKey, pins fe
 	return nil
 }
 
+// robotsCloseTimeout bounds how long Close waits for the robots.txt loads
+// it ended to give their leases back.
+const robotsCloseTimeout = 10 * time.Second
+
 // Finish ends what the crawl wrote: it closes the WARC archive, after the
 // crawl's last exchanges, and logs where it is and what it holds (or that
 // it is not finished), and closes --out (logging an error if that fails:
@@ -144,11 +149,21 @@ func (c *Crawl) Finish() {
 	}
 }
 
-// Close stops serving /metrics and closes the limiter. Call it after
-// Finish, and after the metrics server has lingered, if it does.
+// Close stops serving /metrics, ends the robots.txt fetches still under
+// way (they give their fetch leases back, so that other processes need
+// not wait them out) and closes the limiter. Call it after Finish, and
+// after the metrics server has lingered, if it does, and before closing
+// the Redis client.
 func (c *Crawl) Close() {
 	if c.Server != nil {
 		c.Server.Close()
+	}
+	if c.Robots != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), robotsCloseTimeout)
+		if err := c.Robots.Close(ctx); err != nil {
+			c.log.Warn("robots.txt fetches still under way at exit; other processes wait out their fetch leases", "err", err)
+		}
+		cancel()
 	}
 	if c.Limiter != nil {
 		c.Limiter.Close()
