@@ -48,6 +48,7 @@ func ExampleCache() {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	cache := robots.NewCache(rdb, http.DefaultClient, &robots.CacheOptions{Prefix: "example", UserAgent: "politebot/1.0"})
+	defer cache.Close(context.Background()) // before rdb.Close: ends fetches under way, gives their leases back
 
 	u, _ := url.Parse(site.URL + "/products/42")
 	pol, err := cache.Policy(context.Background(), u)
