@@ -263,7 +263,8 @@ func (c *Cache) Local(u *url.URL) (p Policy, ok bool) {
 // Policy returns the policy of u's robots.txt: the one of u's scheme, host
 // and port, for any URL there. It blocks while another worker fetches that
 // robots.txt, until ctx ends. Errors come from Redis, ctx, a fetch the
-// transport could not make (ErrNotFetched), a URL that is not http(s), or a
+// transport could not make (ErrNotFetched), a load the Cache's Close ended
+// or refused (ErrClosed and ErrNotFetched), a URL that is not http(s), or a
 // prefix or site that fails keyname.Check (keyname.ErrInvalid); a robots.txt
 // that cannot be fetched is not an error but a policy (see Cache).
 func (c *Cache) Policy(ctx context.Context, u *url.URL) (Policy, error) {
@@ -280,14 +281,18 @@ func (c *Cache) Policy(ctx context.Context, u *url.URL) (Policy, error) {
 	// Close ends it.
 	ch := c.flight.DoChan(o.String(), func() (any, error) {
 		if !c.begin() {
-			return nil, fmt.Errorf("robots: %s: %w", o, ErrClosed)
+			return nil, fmt.Errorf("robots: %s: %w: %w", o, ErrNotFetched, ErrClosed)
 		}
 		defer c.loads.Done()
 		lctx, cancel := context.WithTimeout(rtkind.With(context.WithoutCancel(ctx), rtkind.Robots), 3*c.o.fetchTimeout()+5*time.Second)
 		defer cancel()
 		unhook := context.AfterFunc(c.stop, cancel)
 		defer unhook()
-		return c.load(lctx, o)
+		p, err := c.load(lctx, o)
+		if err != nil && c.stop.Err() != nil && !errors.Is(err, ErrClosed) {
+			err = fmt.Errorf("%w: %w: %w", ErrNotFetched, ErrClosed, err) // ended by Close, wherever it was
+		}
+		return p, err
 	})
 	select {
 	case <-ctx.Done():
@@ -299,6 +304,10 @@ func (c *Cache) Policy(ctx context.Context, u *url.URL) (Policy, error) {
 		return r.Val.(Policy), nil
 	}
 }
+
+// storeTimeout bounds the recording of a fetched robots.txt's verdict in
+// Redis, which Close does not cut short.
+const storeTimeout = 5 * time.Second
 
 // ErrClosed is the error of a Policy call that needed a load after the
 // Cache was closed (Close), or whose load Close ended.
@@ -389,7 +398,7 @@ func (c *Cache) load(ctx context.Context, o origin) (Policy, error) {
 
 // giveBack gives o's fetch lease back if it is still ours (token).
 func (c *Cache) giveBack(ctx context.Context, o origin, k originKeys, token string) {
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // also after Close ended the load
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout) // also after Close ended the load
 	defer cancel()
 	if _, err := ownedkey.Delete(gctx, c.rdb, k.lease, token); err != nil {
 		c.warn("could not give back the robots.txt fetch lease; other workers wait for it to expire", "origin", o.String(), "err", err)
@@ -412,6 +421,11 @@ func (c *Cache) fetchAndStore(ctx context.Context, o origin, k originKeys) (Poli
 	if errors.Is(err, ErrNotFetched) {
 		return Policy{}, fmt.Errorf("robots: %s: %w", o, err) // no verdict on the site
 	}
+	// The verdict is in: record it whole, even if Close comes now (a
+	// failure count without its TTL, or without the policy it backs off,
+	// would outlive this process), within a bound of its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
 	p := c.o.parse().Parse(status, body, c.o.userAgent())
 	if status == 0 {
 		p.Cause = netcause.Of(err) // kept, so the crawl can name it (Policy.Why)

@@ -40,6 +40,8 @@ type Crawl struct {
 	archive *warc.Writer // nil without --warc
 	out     *os.File     // nil without --out
 	pins    int          // hosts --resolve pins
+
+	robotsClosed bool // closeRobots has run
 }
 
 // New builds the crawl cfg describes on rdb, logging to log. It reads
@@ -122,16 +124,32 @@ func (c *Crawl) build(rdb redis.UniversalClient, siteKey robots.SiteKey, pins fe
 	return nil
 }
 
+// closeRobots ends the robots.txt loads still under way (robots.Cache.Close),
+// once.
+func (c *Crawl) closeRobots() {
+	if c.Robots == nil || c.robotsClosed {
+		return
+	}
+	c.robotsClosed = true
+	ctx, cancel := context.WithTimeout(context.Background(), robotsCloseTimeout)
+	defer cancel()
+	if err := c.Robots.Close(ctx); err != nil {
+		c.log.Warn("robots.txt fetches still under way at exit; other processes wait out their fetch leases", "err", err)
+	}
+}
+
 // robotsCloseTimeout bounds how long Close waits for the robots.txt loads
 // it ended to give their leases back.
 const robotsCloseTimeout = 10 * time.Second
 
-// Finish ends what the crawl wrote: it closes the WARC archive, after the
-// crawl's last exchanges, and logs where it is and what it holds (or that
+// Finish ends what the crawl wrote: it ends the robots.txt loads still
+// under way (robots.Cache.Close: they give their fetch leases back), then
+// closes the WARC archive, after the crawl's last exchanges, and logs where it is and what it holds (or that
 // it is not finished), and closes --out (logging an error if that fails:
 // its last results may be lost). Call it after Run; a second
 // call does nothing.
 func (c *Crawl) Finish() {
+	c.closeRobots() // first: a load still under way would record its exchange after the WARC files close
 	if c.archive != nil {
 		if err := c.archive.Close(); err != nil {
 			c.log.Error("WARC files not finished", "dir", c.archive.Dir(), "err", err)
@@ -150,21 +168,15 @@ func (c *Crawl) Finish() {
 }
 
 // Close stops serving /metrics, ends the robots.txt fetches still under
-// way (they give their fetch leases back, so that other processes need
-// not wait them out) and closes the limiter. Call it after Finish, and
+// way if Finish did not (they give their fetch leases back, so that other
+// processes need not wait them out) and closes the limiter. Call it after Finish, and
 // after the metrics server has lingered, if it does, and before closing
 // the Redis client.
 func (c *Crawl) Close() {
 	if c.Server != nil {
 		c.Server.Close()
 	}
-	if c.Robots != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), robotsCloseTimeout)
-		if err := c.Robots.Close(ctx); err != nil {
-			c.log.Warn("robots.txt fetches still under way at exit; other processes wait out their fetch leases", "err", err)
-		}
-		cancel()
-	}
+	c.closeRobots() // if Finish did not
 	if c.Limiter != nil {
 		c.Limiter.Close()
 	}
