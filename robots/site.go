@@ -131,7 +131,9 @@ func canonHost(h string) (host string, ip bool) {
 	} else if a, err := idna.Lookup.ToASCII(h); err == nil {
 		h = a // lower-case already: UTS #46 maps case
 	} else {
-		h = lowerASCII(h)
+		// Invalid UTF-8 as U+FFFD, which IDNA rejects too: a site name
+		// is a Redis key name, which keyname.Check wants valid.
+		h = lowerASCII(strings.ToValidUTF8(h, "\uFFFD"))
 	}
 	h = strings.TrimRight(h, ".")
 	_, err := netip.ParseAddr(h)

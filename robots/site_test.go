@@ -37,6 +37,11 @@ func TestSiteCanonical(t *testing.T) {
 		// IDNA rejects U+04C0, but maps its Unicode lower case (U+04CF): only
 		// ASCII letters are lower-cased, so the site stays one it rejects.
 		{"\u04c0.example", []string{"http://\u04c0.EXAMPLE/", "http://\u04c0.example./"}},
+		// Invalid UTF-8 (a run of it) in a name IDNA rejects is one U+FFFD:
+		// still rejected, and a valid key name. (IDNA takes invalid UTF-8
+		// alone as U+FFFD and encodes it: "%FF.example" is "xn--zn7c.example".)
+		{"\ufffd\u04c0.x.example", []string{"http://%FF%D3%80.X.example/", "http://%FF%FE%D3%80.x.example/"}},
+		{"xn--zn7c.x.example", []string{"http://%FF.X.example/"}},
 		{"127.000.000.001", []string{"http://127.000.000.001/"}}, // a name to Go's dialer, not an address
 		{"a", []string{"http://a../", "http://A.../"}},           // invalid, but a fixed point
 		{"", []string{"http://./", "http://..:80/"}},
