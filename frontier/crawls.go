@@ -169,6 +169,11 @@ const (
 	StateLimit   = "limit"   // nothing queued or in flight; URLs wait past the page limit
 	StateDone    = "done"    // nothing queued, in flight or waiting
 	StateExpired = "expired" // in the registry, but its keys are gone
+	// StateLost: its meta is gone but its shards' keys are not (Redis lost
+	// the meta, or it expired first): a process cannot join it
+	// (ErrMetaLost) until a running one puts the meta back, or it is
+	// deleted.
+	StateLost = "lost"
 )
 
 // CrawlInfo is one crawl as List finds it.
@@ -233,7 +238,9 @@ func crawlNames(ctx context.Context, rdb redis.Cmdable, prefix string) (names []
 
 // readCrawls reads each named crawl's meta, in one round trip, and then its
 // queue statistics, in another. A crawl whose meta is gone is
-// StateExpired, and its read is nil; the others' reads give their Stats.
+// StateExpired, or StateLost when keys of its first lostShards shards
+// remain (read in the second round trip), and its read is nil; the others'
+// reads give their Stats.
 func readCrawls(ctx context.Context, rdb redis.Cmdable, prefix string, names []string) ([]CrawlInfo, []func() Stats, error) {
 	start := prefix + ":{crawl:"
 	pipe := rdb.Pipeline()
@@ -249,8 +256,14 @@ func readCrawls(ctx context.Context, rdb redis.Cmdable, prefix string, names []s
 	pipe = rdb.Pipeline()
 	var crawls []CrawlInfo
 	var reads []func() Stats
+	left := map[int][]*redis.IntCmd{} // a meta-less crawl's shards' ready sets
 	for i, name := range names {
 		c := CrawlInfo{Name: name, State: StateExpired}
+		if len(hs[i].Val()) == 0 {
+			for n := range lostShards {
+				left[i] = append(left[i], pipe.Exists(ctx, newShard(Options{Prefix: prefix, Crawl: name}, n).keys[0]))
+			}
+		}
 		var l *layout
 		if len(hs[i].Val()) > 0 {
 			m, err := parseMeta(hs[i].Val(), ttls[i].Val())
@@ -275,8 +288,25 @@ func readCrawls(ctx context.Context, rdb redis.Cmdable, prefix string, names []s
 			return nil, nil, err
 		}
 	}
+	for i, cmds := range left {
+		for _, c := range cmds {
+			if c.Val() > 0 {
+				crawls[i].State = StateLost
+				break
+			}
+		}
+	}
 	return crawls, reads, nil
 }
+
+// defaultShards is Options.Shards's default.
+const defaultShards = 16
+
+// lostShards is how many shards List looks at for keys of a crawl whose
+// meta is gone (its shard count went with it): the default count. Every
+// shard of a live crawl has its ready set once its processes' first
+// refresh has run.
+const lostShards = defaultShards
 
 // StateOf is the state (StateRunning, StateStalled, StateLimit or
 // StateDone) of a crawl whose meta m exists, with stats st.

@@ -262,7 +262,7 @@ func (o *Options) get() Options {
 		v.MaxQueuedPerSite = DefaultMaxQueuedPerSite
 	}
 	if v.Shards <= 0 {
-		v.Shards = 16
+		v.Shards = defaultShards
 	}
 	v.Shards = min(v.Shards, MaxShards)
 	if v.Cap <= 0 {

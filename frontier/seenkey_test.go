@@ -148,6 +148,9 @@ func TestMetaLostOverShardsIsRefused(t *testing.T) {
 		t.Fatalf("Add: %d, %v", n, err)
 	}
 	f.rdb.Del(ctx, f.meta)
+	if got := listState(t, f); got != StateLost {
+		t.Fatalf("List: state %q; want %q", got, StateLost)
+	}
 	for range 2 { // the second try meets the same shards: nothing left behind
 		_, err := join(f, Options{Shards: 4}).Add(ctx, 0, u)
 		if !errors.Is(err, ErrMetaLost) || !strings.Contains(err.Error(), "crawler delete --crawl "+f.o.Crawl) {
@@ -160,7 +163,25 @@ func TestMetaLostOverShardsIsRefused(t *testing.T) {
 	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if got := listState(t, f); got != "" {
+		t.Fatalf("List after delete: state %q; want the crawl gone", got)
+	}
 	if n, err := join(f, Options{Shards: 4}).Add(ctx, 0, u); err != nil || n != 1 {
 		t.Fatalf("after delete: %d, %v; want a fresh crawl", n, err)
 	}
+}
+
+// listState is the state List gives f's crawl, "" if it lists none.
+func listState(t *testing.T, f *Frontier) string {
+	t.Helper()
+	all, _, err := List(ctxT(t), f.rdb, f.o.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range all {
+		if c.Name == f.o.Crawl {
+			return c.State
+		}
+	}
+	return ""
 }

@@ -22,7 +22,9 @@ Lists the crawls under --prefix: each one's state (running: URLs queued or in fl
 stalled: URLs queued or in flight, but no process has worked on it for five minutes, as
 after its processes stopped or died, and 'crawler run --crawl NAME' carries it on; limit:
 nothing left but URLs past its --max-pages, which a run with a higher one continues with;
-done; expired: registered, but its keys are gone), counts, limits, and when its keys expire
+done; expired: registered, but its keys are gone; lost: its record (meta) is gone but
+its queues are not, and no process can join it until a running one puts the record back,
+within a minute, or 'crawler delete --crawl NAME' removes it), counts, limits, and when its keys expire
 unless a process works on it (--crawl-ttl). Only --redis* and --prefix matter.
 `
 
@@ -76,10 +78,10 @@ func writeCrawls(w io.Writer, crawls []frontier.CrawlInfo) {
 	tw.Flush()
 }
 
-// crawlRow is a crawl's row of writeCrawls, tab-separated: an expired
-// crawl has its name and state only; "?" marks a limit not recorded.
+// crawlRow is a crawl's row of writeCrawls, tab-separated: an expired or
+// lost crawl has its name and state only; "?" marks a limit not recorded.
 func crawlRow(c frontier.CrawlInfo) string {
-	if c.State == frontier.StateExpired {
+	if c.State == frontier.StateExpired || c.State == frontier.StateLost {
 		return fmt.Sprintf("%s\t%s\t\t\t\t\t\t\t\t\t\t\t", c.Name, c.State)
 	}
 	m, st := c.Meta, c.Stats

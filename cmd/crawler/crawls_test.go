@@ -11,7 +11,7 @@ import (
 )
 
 // A crawl's row shows its counts and limits, "?" for a limit not
-// recorded, and only the name and state of an expired crawl.
+// recorded, and only the name and state of an expired or lost crawl.
 func TestCrawlRow(t *testing.T) {
 	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, c := range []struct {
@@ -19,6 +19,7 @@ func TestCrawlRow(t *testing.T) {
 		want string
 	}{
 		{frontier.CrawlInfo{Name: "a", State: frontier.StateExpired}, "a|" + frontier.StateExpired + "|||||||||||"},
+		{frontier.CrawlInfo{Name: "l", State: frontier.StateLost}, "l|" + frontier.StateLost + "|||||||||||"},
 		{frontier.CrawlInfo{Name: "b", State: "running", Meta: frontier.Meta{Shards: 4, MaxPages: 0, MaxPerSite: 3, Created: created, ExpiresIn: 90500 * time.Millisecond},
 			Stats: frontier.Stats{Queued: 5, InFlight: 2, Done: 7, Failed: 1, Over: 0}},
 			"b|running|5|2|7|1|0|4|none|3|2026-01-02 03:04:05|1m31s|"},
