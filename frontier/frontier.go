@@ -369,6 +369,22 @@ func New(rdb redis.Cmdable, opts *Options) *Frontier {
 // that all its methods return.
 func (f *Frontier) Err() error { return f.err }
 
+// Exists reports whether the crawl's meta key is in Redis: false once the
+// crawl has been deleted or has expired, or Redis lost the meta (a running
+// process puts a lost one back within a refresh interval). A process that
+// finds its crawl done can tell by it whether the crawl ended or its keys
+// went from under it.
+func (f *Frontier) Exists(ctx context.Context) (bool, error) {
+	if f.err != nil {
+		return false, f.err
+	}
+	n, err := f.rdb.Exists(ctx, f.meta).Result()
+	if err != nil {
+		return false, fmt.Errorf("frontier: crawl %s: %w", f.o.Crawl, err)
+	}
+	return n == 1, nil
+}
+
 // Options are the frontier's settings, defaults filled in. Shards is what
 // this process asked for; the crawl's own count is in Stats.
 func (f *Frontier) Options() Options { return f.o }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/polite-crawler/polite/config"
+	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/internal/redistest"
 	"github.com/polite-crawler/polite/testserver"
 )
@@ -156,6 +157,30 @@ func TestCrawlFromSettings(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the log lacks %q:\n%s", want, logs)
 		}
+	}
+	if strings.Contains(logs.String(), "keys are gone") {
+		t.Errorf("a crawl that ended by itself was told gone:\n%s", logs)
+	}
+}
+
+// A crawl deleted under its process looks done to it: it says its keys
+// went, rather than only that it finished.
+func TestCrawlDeletedUnderRunIsTold(t *testing.T) {
+	cfg := settings(t)
+	c, logs := build(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Seed(ctx, []string{"http://a.test/", "http://b.test/"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := frontier.Delete(ctx, srv.Client(), cfg.Prefix, cfg.Crawl, frontier.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(ctx, nil); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !strings.Contains(logs.String(), "the crawl's keys are gone") || !strings.Contains(logs.String(), "crawl finished") {
+		t.Errorf("the log does not say the crawl's keys went:\n%s", logs)
 	}
 }
 

@@ -83,10 +83,15 @@ func seedError(cfg *config.Config, err error) error {
 	return cfg.WithPermHint(fmt.Errorf("seeding: %w", err))
 }
 
+// goneTimeout bounds Run's look at whether the crawl's keys are still there.
+const goneTimeout = 5 * time.Second
+
 // Run crawls until the crawl is done for the whole fleet (or forever with
 // --forever) or ctx ends (crawl.Crawler.Run). Beside the crawl it runs
 // watch, when not nil, with a channel closed once the crawl is over;
-// when both have returned, it logs what this process did. When the crawl
+// when both have returned, it logs what this process did, and warns when
+// a crawl that ended by itself has no keys left (deleted, or lost by
+// Redis, under the process). When the crawl
 // ended by itself and every seed this process gave turned out
 // unreachable, it returns crawl.Crawler.SeedsFailed's error; when Redis's
 // ACL stopped it (crawl.ErrRefused), that error with what the user lacks
@@ -100,6 +105,17 @@ func (c *Crawl) Run(ctx context.Context, watch func(ctx context.Context, over <-
 	start := time.Now()
 	g.Go(func() error { defer close(over); return c.Crawler.Run(gctx) })
 	err := g.Wait()
+	if err == nil && ctx.Err() == nil && !c.cfg.Forever {
+		// Done: but a crawl deleted under this process (between its
+		// fetches: delete refuses only fetches in flight), or whose keys
+		// Redis lost, looks done too.
+		lctx, cancel := context.WithTimeout(ctx, goneTimeout)
+		if ok, xerr := c.Frontier.Exists(lctx); xerr == nil && !ok {
+			c.log.Warn("the crawl's keys are gone: it was deleted (crawler delete) or Redis lost them while this process worked on it, "+
+				"and what was queued went with them", "crawl", c.cfg.Crawl)
+		}
+		cancel()
+	}
 	c.log.Info("crawl finished", append(c.Crawler.Progress().Summary(time.Since(start)), "stopped", ctx.Err() != nil,
 		"redis_round_trips", c.Metrics.RoundTrips(), "redis_round_trips_robots", c.Metrics.RobotsRoundTrips())...)
 	if err == nil && ctx.Err() == nil {
