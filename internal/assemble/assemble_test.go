@@ -89,6 +89,7 @@ func TestSeeds(t *testing.T) {
 		{"none, forever", nil, nil, true, "", false},
 		{"not http", nil, []string{"http://a.test/", "ftp://x"}, false, `seed "ftp://x": want an absolute http(s) URL`, true},
 		{"relative", nil, []string{"/x"}, false, `seed "/x": want an absolute http(s) URL`, true},
+		{"no scheme", nil, []string{"a.test:8080/x"}, false, `seed "a.test:8080/x": want an absolute http(s) URL (did you mean http://a.test:8080/x?)`, true},
 		{"flag after the seeds", nil, []string{"http://a.test/", "--workers"}, false, `seed "--workers": flags go before the seed URLs`, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {

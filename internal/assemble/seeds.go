@@ -47,7 +47,13 @@ func Seeds(cfg *config.Config, args []string) ([]string, error) {
 			return nil, usageError{msg: fmt.Sprintf("seed %q: flags go before the seed URLs", s)}
 		}
 		if _, _, err := frontier.Normalize(s); err != nil {
-			return nil, usageError{msg: fmt.Sprintf("seed %q: want an absolute http(s) URL", s), err: err}
+			hint := ""
+			if !strings.Contains(s, "://") {
+				if _, _, err := frontier.Normalize("http://" + s); err == nil {
+					hint = fmt.Sprintf(" (did you mean http://%s?)", s)
+				}
+			}
+			return nil, usageError{msg: fmt.Sprintf("seed %q: want an absolute http(s) URL%s", s, hint), err: err}
 		}
 	}
 	return seeds, nil
