@@ -260,9 +260,7 @@ func readCrawls(ctx context.Context, rdb redis.Cmdable, prefix string, names []s
 	for i, name := range names {
 		c := CrawlInfo{Name: name, State: StateExpired}
 		if len(hs[i].Val()) == 0 {
-			for n := range lostShards {
-				left[i] = append(left[i], pipe.Exists(ctx, newShard(Options{Prefix: prefix, Crawl: name}, n).keys[0]))
-			}
+			left[i] = lookShards(ctx, pipe, Options{Prefix: prefix, Crawl: name}, lostShards)
 		}
 		var l *layout
 		if len(hs[i].Val()) > 0 {
@@ -288,12 +286,9 @@ func readCrawls(ctx context.Context, rdb redis.Cmdable, prefix string, names []s
 			return nil, nil, err
 		}
 	}
-	for i, cmds := range left {
-		for _, c := range cmds {
-			if c.Val() > 0 {
-				crawls[i].State = StateLost
-				break
-			}
+	for i, looks := range left {
+		if found, _ := anyThere(looks); found { // an error: Exec's, returned above
+			crawls[i].State = StateLost
 		}
 	}
 	return crawls, reads, nil

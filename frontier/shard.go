@@ -162,9 +162,7 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	// it created the meta (then no process had it to make them since).
 	var there []*redis.IntCmd
 	look := func(pipe redis.Pipeliner) func() error {
-		for i := range n {
-			there = append(there, pipe.Exists(ctx, newShard(f.o, i).keys[0]))
-		}
+		there = lookShards(ctx, pipe, f.o, n)
 		return nil
 	}
 	f.keptAt.Store(time.Now().UnixMilli()) // these calls keep meta and the registry entry
@@ -180,14 +178,11 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 		return nil, fmt.Errorf("frontier: crawl %s: meta: %d values", f.o.Crawl, len(reply))
 	}
 	if reply[3] == "1" {
-		for _, c := range there {
-			if c.Val() == 0 && c.Err() == nil {
-				continue
-			}
+		if found, err := anyThere(there); found || err != nil {
 			// Take the meta this call made away (only it: its key), so
 			// that the next process to try meets the same shards.
 			undo := unmakeEval.Run(ctx, f.rdb, []string{f.meta}, key).Err()
-			if err := c.Err(); err != nil {
+			if err != nil {
 				return nil, fmt.Errorf("frontier: crawl %s: shard keys: %w", f.o.Crawl, errors.Join(err, undo))
 			}
 			return nil, fmt.Errorf("%w: crawl %s under prefix %s. If processes still run on it, they put it back within %s: start this one then; "+
@@ -204,6 +199,32 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	}
 	f.lay.Store(l)
 	return l, nil
+}
+
+// lookShards queues on pipe an EXISTS of the ready set of each of the
+// first n shards of o's crawl: a shard that has any keys has it (its
+// sentinel, from its first refresh on), so they tell whether the crawl's
+// shards outlived its meta (layout, List).
+func lookShards(ctx context.Context, pipe redis.Pipeliner, o Options, n int) []*redis.IntCmd {
+	looks := make([]*redis.IntCmd, n)
+	for i := range n {
+		looks[i] = pipe.Exists(ctx, newShard(o, i).keys[0])
+	}
+	return looks
+}
+
+// anyThere reports whether one of looks (lookShards, run) found its key,
+// in order, or the error of the first that failed before one did.
+func anyThere(looks []*redis.IntCmd) (bool, error) {
+	for _, c := range looks {
+		if err := c.Err(); err != nil {
+			return false, err
+		}
+		if c.Val() > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // unmakeEval deletes a crawl's meta (KEYS[1]) if its seen key is ARGV[1]:
