@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -333,10 +334,11 @@ func TestWakeRightAfterEntryIsKept(t *testing.T) {
 	})
 }
 
-// loseReply makes the reply of the first release script run after it is
-// armed look lost, as a timeout or a cancelled context would after the
-// script ran in Redis.
-type loseReply struct{ armed atomic.Bool }
+// loseReply makes the reply of the release script for the entry id look
+// lost, as a timeout or a cancelled context would after the script ran in
+// Redis. It matches by id: the waiter that release lets in may release its
+// own permit (on the same client) before the releaser's reply is read.
+type loseReply struct{ id string }
 
 func (r *loseReply) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (r *loseReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -345,8 +347,7 @@ func (r *loseReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 func (r *loseReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if a := cmd.Args(); len(a) > 1 && (cmd.Name() == "fcall" || cmd.Name() == "evalsha") &&
-			strings.HasSuffix(fmt.Sprint(a[1]), "_release") && r.armed.CompareAndSwap(true, false) {
+		if releaseScript.Is(cmd) && slices.Contains(cmd.Args(), any(r.id)) {
 			cmd.SetErr(context.DeadlineExceeded)
 			return context.DeadlineExceeded
 		}
@@ -378,9 +379,7 @@ func TestLostReleaseReplyWakesLocalWaiter(t *testing.T) {
 	ctx := ctxT(t)
 	rdb := newClient(t)
 	_, p, got := holderAndLocalWaiter(t, ctx, rdb, "lost-reply.example")
-	lose := &loseReply{}
-	rdb.AddHook(lose)
-	lose.armed.Store(true)
+	rdb.AddHook(&loseReply{id: p.id})
 	if err := p.Release(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("release: %v, want the lost reply's error", err)
 	}
