@@ -167,6 +167,25 @@ func (f value) String() string {
 
 func (f value) Set(s string) error { return set(f.v, s) }
 
+// Type names what the flag takes, for its help: int, size, duration, list
+// (comma-separated) or string.
+func (f value) Type() string {
+	if !f.v.IsValid() {
+		return "value"
+	}
+	switch f.v.Interface().(type) {
+	case int:
+		return "int"
+	case Size:
+		return "size"
+	case time.Duration:
+		return "duration"
+	case []string:
+		return "list"
+	}
+	return "string"
+}
+
 // repeatedValue is a flag.Value over a Repeated field: each Set adds one
 // value, the first one replacing the field's earlier values.
 type repeatedValue struct {
@@ -180,6 +199,9 @@ func (f *repeatedValue) String() string {
 	}
 	return strings.Join(f.v.Interface().(Repeated), " ")
 }
+
+// Type names what the flag takes, for its help: one string a time.
+func (f *repeatedValue) Type() string { return "string" }
 
 func (f *repeatedValue) Set(s string) error {
 	var cur Repeated

@@ -47,7 +47,8 @@ func TestBadFlagIsOneLine(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"run", "-h"}, []string{"Usage: crawler run", "-max-per-site", "(default 10MiB)", "(default 1GiB)"}},
+		{[]string{"run", "-h"}, []string{"Usage: crawler run", "-max-per-site int", "-max-body-size size", "(default 10MiB)", "(default 1GiB)",
+			"-lease duration", "-redis-cluster list", "-exclude string", `(default "polite")`}},
 		{[]string{"crawls", "--help"}, []string{"Usage: crawler crawls", "-prefix"}},
 		{[]string{"testserver", "-h"}, []string{"-sites"}},
 	} {
@@ -57,6 +58,12 @@ func TestBadFlagIsOneLine(t *testing.T) {
 			if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(string(out), want) {
 				t.Errorf("crawler %q: exit %d, want 0 and %q in:\n%s", c.args, code, want, out)
 			}
+		}
+	}
+	for _, c := range []string{"run", "status", "crawls", "delete", "demo", "bench", "testserver", "redis-replay"} {
+		out, _ := exec.Command(bin, c, "-h").CombinedOutput()
+		if strings.Contains(string(out), " value\n") {
+			t.Errorf("crawler %s -h names a flag's argument only 'value':\n%s", c, out)
 		}
 	}
 	cmd := exec.Command(bin, "crawls", "extra")

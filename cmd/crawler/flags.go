@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/polite-crawler/polite/config"
 )
@@ -41,7 +43,37 @@ func parseQuiet(fs *flag.FlagSet, parse func() error) error {
 // flags with their defaults.
 func printUsage(fs *flag.FlagSet, text string) {
 	fmt.Fprint(fs.Output(), text+"\nFlags:\n")
-	fs.PrintDefaults()
+	printFlags(fs)
+}
+
+// printFlags is fs.PrintDefaults naming what each flag takes (int,
+// duration, size, ...) where the flag's Value has a Type method, as
+// config's do, rather than flag's "value".
+func printFlags(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "  -%s", f.Name)
+		name, usage := flag.UnquoteUsage(f)
+		if t, ok := f.Value.(interface{ Type() string }); ok && name == "value" {
+			name = t.Type()
+		}
+		if name != "" {
+			b.WriteString(" " + name)
+		}
+		if b.Len() <= 4 { // a one-letter bool flag: its usage on the same line
+			b.WriteString("\t")
+		} else {
+			b.WriteString("\n    \t")
+		}
+		b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if d := f.DefValue; d != "" && d != "false" {
+			if name == "string" {
+				d = strconv.Quote(d) // as flag does
+			}
+			fmt.Fprintf(&b, " (default %s)", d)
+		}
+		fmt.Fprintln(fs.Output(), b.String())
+	})
 }
 
 // connectFlags are the settings a command that only reads or deletes a

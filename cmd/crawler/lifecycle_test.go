@@ -188,3 +188,55 @@ func hasRow(table, name, state string) bool {
 	}
 	return false
 }
+
+// status names a crawl whose meta is gone as lost (its queues remain) or
+// expired (nothing remains but its registry entry), with what to do, not
+// as no crawl; delete then removes it, and status says there is none.
+func TestStatusLostCrawl(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb := rs.Client()
+	defer rdb.Close()
+	redisURL := "redis://" + rs.Addr
+	status := func(crawl, want string) {
+		t.Helper()
+		out, stderr, code := crawler(t, ctx, "status", "--redis", redisURL, "--crawl", crawl)
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Fatalf("status of %s: exit %d, want %q\n%s%s", crawl, code, want, out, stderr)
+		}
+	}
+	for _, crawl := range []string{"gone", "expired"} {
+		f := frontier.New(rdb, &frontier.Options{Crawl: crawl})
+		if _, err := f.Seed(ctx, "http://a.example/"); err != nil {
+			t.Fatal(err)
+		}
+		// gone loses its meta alone; expired every key but its registry
+		// entry, as when its TTL ran out.
+		pattern := "polite:{crawl:" + crawl + "}:meta"
+		if crawl == "expired" {
+			pattern = "polite:*crawl:" + crawl + "}*"
+		}
+		ks, err := rdb.Keys(ctx, pattern).Result()
+		if err != nil || len(ks) == 0 {
+			t.Fatalf("keys %s: %q, %v", pattern, ks, err)
+		}
+		if err := rdb.Del(ctx, ks...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status("gone", "crawl gone under prefix polite is lost: Redis no longer has its record (meta), but its queues are still there")
+	status("gone", "`crawler delete --crawl gone` removes what is left")
+	status("expired", "crawl expired under prefix polite has expired: it is registered, but its keys are gone")
+	for _, crawl := range []string{"gone", "expired"} {
+		out, stderr, code := crawler(t, ctx, "delete", "--redis", redisURL, "--crawl", crawl, "--yes")
+		if code != 0 {
+			t.Fatalf("delete %s: exit %d\n%s%s", crawl, code, out, stderr)
+		}
+		status(crawl, "no crawl "+crawl+" under prefix polite (see crawler crawls)")
+	}
+}

@@ -120,7 +120,7 @@ func TestReadOnlyCommandsHelp(t *testing.T) {
 		if err != nil {
 			t.Errorf("crawler %s -h: %v\n%s", c.cmd, err, out)
 		}
-		for _, want := range append(c.want, "'crawler run -h' lists them", "(default redis://127.0.0.1:6379)") {
+		for _, want := range append(c.want, "'crawler run -h' lists them", `-redis string`, `(default "redis://127.0.0.1:6379")`) {
 			if !strings.Contains(string(out), want) {
 				t.Errorf("crawler %s -h lacks %q:\n%s", c.cmd, want, out)
 			}

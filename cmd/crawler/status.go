@@ -13,6 +13,7 @@ import (
 	"github.com/polite-crawler/polite/frontier"
 	"github.com/polite-crawler/polite/limiter"
 	"github.com/polite-crawler/polite/robots"
+	"github.com/redis/go-redis/v9"
 )
 
 // statusUsage is crawler status's help, before its flags.
@@ -22,6 +23,29 @@ Shows a crawl as Redis has it: its counts, the limits it was created with, and p
 with queued URLs the permit limit, holders, waiters and backlog. Only --redis*, --prefix and
 --crawl matter. Exits 1 when the crawl does not exist ('crawler crawls' lists them).
 `
+
+// noCrawl is status's error for a crawl without a meta: a crawl List
+// calls lost or expired is named as such, with what to do; any other is
+// no crawl at all.
+func noCrawl(ctx context.Context, rdb redis.UniversalClient, prefix, crawl string) error {
+	crawls, _, err := frontier.List(ctx, rdb, prefix)
+	if err != nil {
+		return fmt.Errorf("no crawl %s under prefix %s (and listing the crawls failed: %w)", crawl, prefix, err)
+	}
+	for _, c := range crawls {
+		if c.Name != crawl {
+			continue
+		}
+		switch c.State {
+		case frontier.StateLost:
+			return fmt.Errorf("crawl %s under prefix %s is lost: Redis no longer has its record (meta), but its queues are still there. "+
+				"A process still running on it puts the record back within a minute; if none runs, `crawler delete --crawl %s` removes what is left", crawl, prefix, crawl)
+		case frontier.StateExpired:
+			return fmt.Errorf("crawl %s under prefix %s has expired: it is registered, but its keys are gone (`crawler delete --crawl %s` forgets it)", crawl, prefix, crawl)
+		}
+	}
+	return fmt.Errorf("no crawl %s under prefix %s (see crawler crawls)", crawl, prefix)
+}
 
 // runStatus wires crawler status: settings → Redis → the crawl's counts
 // and limits, then a row per site with queued URLs (writeSites).
@@ -44,7 +68,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	rob := robots.NewCache(rdb, nil, &robots.CacheOptions{Prefix: cfg.Prefix})
 	fr, meta, err := frontier.Open(ctx, rdb, &frontier.Options{Prefix: cfg.Prefix, Crawl: cfg.Crawl})
 	if errors.Is(err, frontier.ErrNoCrawl) {
-		return fmt.Errorf("no crawl %s under prefix %s (see crawler crawls)", cfg.Crawl, cfg.Prefix)
+		return noCrawl(ctx, rdb, cfg.Prefix, cfg.Crawl)
 	}
 	if err != nil {
 		return err
