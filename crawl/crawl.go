@@ -105,6 +105,9 @@ type Crawler struct {
 	doneOnce sync.Once
 	// refuse ends Run with ErrRefused and err (set by Run).
 	refuse func(err error)
+	// end ends Run with err, which wraps frontier.ErrCrawlGone (set by
+	// Run).
+	end func(err error)
 
 	maps sitemaps
 
@@ -204,7 +207,8 @@ var ErrRefused = errors.New("crawl: Redis refused the crawl's user")
 // returns nil. It fails at once if the frontier's options are invalid
 // (frontier.Frontier.Err), and stops the same way as on ctx's end, then
 // returns an error wrapping ErrRefused, when Redis refuses a permit or the
-// frontier by its ACL.
+// frontier by its ACL, or one wrapping frontier.ErrCrawlGone, when the
+// crawl is deleted (or deleted and made anew) under it.
 func (c *Crawler) Run(ctx context.Context) error {
 	if err := c.fr.Err(); err != nil {
 		return fmt.Errorf("crawl: %w", err)
@@ -213,6 +217,7 @@ func (c *Crawler) Run(ctx context.Context) error {
 	defer stop(nil)
 	refused := ctx
 	c.refuse = func(err error) { stop(fmt.Errorf("%w: %w", ErrRefused, err)) }
+	c.end = func(err error) { stop(fmt.Errorf("crawl: %w", err)) }
 	defer c.net.CloseIdleConnections()
 	if err := c.startRules(ctx); err != nil {
 		return err
@@ -246,7 +251,7 @@ func (c *Crawler) Run(ctx context.Context) error {
 		g.Go(func() error { return c.work(ctx, fetching, i) })
 	}
 	err := g.Wait()
-	if cause := context.Cause(refused); errors.Is(cause, ErrRefused) {
+	if cause := context.Cause(refused); errors.Is(cause, ErrRefused) || errors.Is(cause, frontier.ErrCrawlGone) {
 		return cause
 	}
 	return err

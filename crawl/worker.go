@@ -93,6 +93,9 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 		case redisacl.Refused(err):
 			c.refuse(err) // ctx ends: the loop returns
 			continue
+		case errors.Is(err, frontier.ErrCrawlGone):
+			c.end(err) // ctx ends: the loop returns
+			continue
 		case err != nil:
 			c.unwatch(w) // another idle worker may watch meanwhile
 			idle = min(idle+1, 6)

@@ -16,6 +16,11 @@ import (
 )
 
 // join is another process on f's crawl, with its own options.
+// notTomb is keys without the tombstones Delete leaves (tombTTL).
+func notTomb(keys []string) []string {
+	return slices.DeleteFunc(keys, func(k string) bool { return strings.HasSuffix(k, "}:deleted") })
+}
+
 func join(f *Frontier, o Options) *Frontier {
 	o.Prefix, o.Crawl = f.o.Prefix, f.o.Crawl
 	return New(f.rdb, &o)
@@ -226,8 +231,11 @@ func TestDelete(t *testing.T) {
 	if _, err := Delete(ctx, f.rdb, prefix, f.o.Crawl, DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if ks := keys(f.o.Crawl); len(ks) != 0 {
+	if ks := notTomb(keys(f.o.Crawl)); len(ks) != 0 {
 		t.Fatalf("left %v", ks)
+	}
+	if ttl := f.rdb.PTTL(ctx, prefix+":{crawl:"+f.o.Crawl+"}:deleted").Val(); ttl <= 0 || ttl > tombTTL {
+		t.Fatalf("the tombstone's TTL: %v; want one up to %v", ttl, tombTTL)
 	}
 	if f.rdb.ZScore(ctx, registryKey(prefix), f.o.Crawl).Err() != redis.Nil {
 		t.Fatal("registry entry left")
@@ -293,7 +301,7 @@ func TestCrawlsOnRedisCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		if left := c.Keys(ctx, "*crawl:c0}*").Val(); len(left) > 0 {
+		if left := notTomb(c.Keys(ctx, "*crawl:c0}*").Val()); len(left) > 0 {
 			return fmt.Errorf("%s keeps %q", c.Options().Addr, left)
 		}
 		if len(c.Keys(ctx, "*crawl:c1}*").Val()) == 0 {

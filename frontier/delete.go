@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/polite-crawler/polite/internal/keyname"
 	"github.com/redis/go-redis/v9"
@@ -20,9 +21,9 @@ type DeleteOptions struct {
 	// DryRun finds the keys and deletes nothing.
 	DryRun bool
 	// Force deletes a crawl with items in flight. Its workers then find
-	// their items lost, and may create a few of its keys again, without a
-	// TTL until their next refresh of the shard (and for good if they stop
-	// before it): stop them first.
+	// their items lost, and their processes the crawl deleted (the
+	// tombstone; ErrCrawlGone): the few keys their last calls made again
+	// get the crawl's TTL. Stop them first all the same.
 	Force bool
 }
 
@@ -44,7 +45,9 @@ type Deleted struct {
 // shard's keys (ready, inflight, counts, fly, rules, after, overflow, its
 // seen buckets, and its sites' queues, found by the ready set and by a
 // SCAN of the shard's keys bounded by ScanBudget), by UNLINK, and its
-// registry entry. Keys shared by crawls (permits, robots.txt policies,
+// registry entry. It leaves a tombstone for tombTTL, by which processes
+// still working on the crawl learn that it was deleted (ErrCrawlGone)
+// instead of putting its meta back. Keys shared by crawls (permits, robots.txt policies,
 // site health) stay. It refuses, with an error wrapping ErrRunning, a
 // crawl with items in flight unless o.Force, and returns an error wrapping
 // ErrNoCrawl when the crawl has neither keys nor a registry entry.
@@ -67,7 +70,11 @@ func Delete(ctx context.Context, rdb redis.Cmdable, prefix, crawl string, o Dele
 	keys.add(prefix+":"+crawlTag+"meta", prefix+":"+crawlTag+"scope")
 	if f != nil {
 		d.Shards = m.Shards
-		if d.InFlight, err = addShardKeys(ctx, rdb, f, keys); err != nil {
+		lay, err := f.layout(ctx) // Open stored it
+		if err != nil {
+			return fail(err)
+		}
+		if d.InFlight, err = addShardKeys(ctx, rdb, lay, keys); err != nil {
 			return fail(err)
 		}
 		if d.InFlight > 0 && !o.Force {
@@ -88,11 +95,18 @@ func Delete(ctx context.Context, rdb redis.Cmdable, prefix, crawl string, o Dele
 	if o.DryRun {
 		return d, nil
 	}
-	if err := unlinkKeys(ctx, rdb, reg, crawl, keys, tags); err != nil {
+	if err := unlinkKeys(ctx, rdb, reg, crawl, keys, tags, prefix+":"+crawlTag+"deleted"); err != nil {
 		return fail(err)
 	}
 	return d, nil
 }
+
+// tombTTL is how long the tombstone Delete leaves in a deleted crawl's
+// hash tag lasts: its processes still running find it at their next
+// refresh of the meta, at most a minute later (keepMeta), and stop rather
+// than put the meta back. A process that creates a crawl of the name
+// removes it (meta.lua).
+const tombTTL = 10 * time.Minute
 
 // slotKeys are keys by hash tag, so that each UNLINK stays in one slot.
 type slotKeys map[string][]string
@@ -105,11 +119,10 @@ func (s slotKeys) add(keys ...string) {
 	}
 }
 
-// addShardKeys adds the keys of every shard of f's crawl: its fixed keys,
+// addShardKeys adds the keys of every shard of lay: its fixed keys,
 // overflow, seen buckets, and the queues its ready set names. It returns
 // the items in flight, read in the same round trip.
-func addShardKeys(ctx context.Context, rdb redis.Cmdable, f *Frontier, keys slotKeys) (int64, error) {
-	lay, _ := f.layout(ctx) // Open stored it
+func addShardKeys(ctx context.Context, rdb redis.Cmdable, lay *layout, keys slotKeys) (int64, error) {
 	pipe := rdb.Pipeline()
 	read := queueStats(ctx, pipe, lay)
 	ready := make([]*redis.StringSliceCmd, len(lay.shards))
@@ -190,8 +203,11 @@ func countKeys(ctx context.Context, rdb redis.Cmdable, reg, crawl string, keys s
 
 // unlinkKeys UNLINKs keys, tag by tag in chunks of 256, and removes crawl
 // from the registry reg, in one round trip.
-func unlinkKeys(ctx context.Context, rdb redis.Cmdable, reg, crawl string, keys slotKeys, tags []string) error {
+func unlinkKeys(ctx context.Context, rdb redis.Cmdable, reg, crawl string, keys slotKeys, tags []string, tomb string) error {
 	pipe := rdb.Pipeline()
+	// Before the meta goes: a process refreshing it between the two finds
+	// it still there, and the tombstone at its next refresh.
+	pipe.Set(ctx, tomb, "1", tombTTL)
 	for _, tag := range tags {
 		for ks := range slices.Chunk(keys[tag], 256) {
 			pipe.Unlink(ctx, ks...)

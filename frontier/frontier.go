@@ -147,6 +147,14 @@ var (
 	// ErrLost means an item was handed to another worker (its visibility
 	// timeout ran out) before this one settled it.
 	ErrLost = errors.New("frontier: item no longer held")
+	// ErrCrawlGone means the crawl this process works on was deleted
+	// (Delete), or deleted and made anew by another process, since it
+	// joined: found at its next refresh of the crawl's meta (keepCrawl),
+	// which comes at once after a settlement or Extend finds its item no
+	// longer in flight, as a delete leaves every item. Every call fails
+	// with it from then on. The process must stop: its items and its seen
+	// key belong to a crawl that no longer exists.
+	ErrCrawlGone = errors.New("frontier: the crawl was deleted while this process worked on it")
 )
 
 // MaxShards bounds Options.Shards.
@@ -301,8 +309,10 @@ type Frontier struct {
 	fn  *luafn.Conn // the scripts on rdb's servers
 	o   Options
 	err error // invalid Options: every call fails with it
-	// meta (the shard count) and scope live in the crawl's own hash tag.
-	meta, scope string
+	// meta (the shard count) and scope live in the crawl's own hash tag,
+	// with tomb, which Delete leaves for the crawl's running processes
+	// (keepMeta).
+	meta, scope, tomb string
 
 	mu  sync.Mutex // resolving lay
 	lay atomic.Pointer[layout]
@@ -327,6 +337,9 @@ type Frontier struct {
 	// keptAt is when (unix ms) this process last refreshed the TTLs of meta
 	// and scope (see keepCrawl).
 	keptAt atomic.Int64
+	// gone is the error (wrapping ErrCrawlGone) every call returns once a
+	// refresh of the meta found the crawl deleted or made anew (keepMeta).
+	gone atomic.Pointer[error]
 	// seen is the fingerprints this process knows seen (nil with a page
 	// limit: see seenCache).
 	seen *seenCache
@@ -356,7 +369,7 @@ func New(rdb redis.Cmdable, opts *Options) *Frontier {
 		f.err = fmt.Errorf("frontier: options: %w", err)
 	}
 	base := f.o.Prefix + ":{crawl:" + f.o.Crawl + "}:"
-	f.meta, f.scope = base+"meta", base+"scope"
+	f.meta, f.scope, f.tomb = base+"meta", base+"scope", base+"deleted"
 	if f.o.MaxPages == 0 {
 		f.seen = &seenCache{}
 	}
@@ -443,6 +456,7 @@ func (f *Frontier) Extend(ctx context.Context, it Item) error {
 		return fmt.Errorf("frontier: extend %s: %w", it.URL, err)
 	}
 	if held == 0 {
+		f.lookSoon()
 		return fmt.Errorf("%w: %s", ErrLost, it.URL)
 	}
 	return nil

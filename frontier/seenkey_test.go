@@ -191,3 +191,65 @@ func listState(t *testing.T, f *Frontier) string {
 	}
 	return ""
 }
+
+// A process working on a crawl that Delete deleted learns it at its next
+// refresh of the meta: the call fails with ErrCrawlGone, writes nothing
+// (no shard key, no registry entry, no meta put back), and so does every
+// call after it.
+func TestDeletedCrawlStopsItsProcess(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 4})
+	if n, err := f.Add(ctx, 0, "http://a.example/1"); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
+	}
+	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.keptAt.Store(0) // its next round trip refreshes the crawl's keys
+	for i := range 2 {
+		if n, err := f.Add(ctx, 0, "http://b.example/1"); !errors.Is(err, ErrCrawlGone) || !strings.Contains(err.Error(), "was deleted (crawler delete)") {
+			t.Fatalf("Add %d after the delete: %d, %v; want ErrCrawlGone", i, n, err)
+		}
+	}
+	if _, err := f.Next(ctx); !errors.Is(err, ErrCrawlGone) {
+		t.Fatalf("Next after the delete: %v; want ErrCrawlGone", err)
+	}
+	ks := f.rdb.Keys(ctx, f.o.Prefix+":*crawl:"+f.o.Crawl+"}*").Val()
+	if len(ks) != 1 || ks[0] != f.tomb {
+		t.Fatalf("keys of the deleted crawl: %q; want its tombstone alone", ks)
+	}
+	if got := listState(t, f); got != "" {
+		t.Fatalf("List: state %q; want the crawl gone", got)
+	}
+}
+
+// A process whose crawl was deleted and made anew by another process (it
+// has another seen key) stops at its next refresh, and leaves the new
+// crawl as it is; the new crawl took the tombstone away.
+func TestReplacedCrawlStopsOldProcess(t *testing.T) {
+	ctx := ctxT(t)
+	old := newFrontier(t, Options{Shards: 4})
+	if n, err := old.Add(ctx, 0, "http://a.example/1"); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
+	}
+	if _, err := Delete(ctx, old.rdb, old.o.Prefix, old.o.Crawl, DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := join(old, Options{Shards: 4}).Add(ctx, 0, "http://a.example/1"); err != nil || n != 1 {
+		t.Fatalf("the new crawl's Add: %d, %v", n, err)
+	}
+	if old.rdb.Exists(ctx, old.tomb).Val() != 0 {
+		t.Error("the new crawl left the old one's tombstone")
+	}
+	meta := old.rdb.HGetAll(ctx, old.meta).Val()
+	old.keptAt.Store(0)
+	if _, err := old.Add(ctx, 0, "http://a.example/2"); !errors.Is(err, ErrCrawlGone) || !strings.Contains(err.Error(), "made anew") {
+		t.Fatalf("the old process's Add: %v; want ErrCrawlGone", err)
+	}
+	if got := old.rdb.HGetAll(ctx, old.meta).Val(); got["seen_key"] != meta["seen_key"] || got["seen_key"] == "" {
+		t.Errorf("the new crawl's seen key %q became %q", meta["seen_key"], got["seen_key"])
+	}
+	if n, err := join(old, Options{Shards: 4}).Add(ctx, 0, "http://a.example/2"); err != nil || n != 1 {
+		t.Fatalf("the new crawl after the old process stopped: %d, %v; want its URL admitted", n, err)
+	}
+}

@@ -155,6 +155,7 @@ func (f *Frontier) Settle(ctx context.Context, s Settlement) Result {
 		r.Unsettled = !ran
 	case !a.settled:
 		errs = append(errs, fmt.Errorf("%w: %s", ErrLost, it.URL))
+		f.lookSoon()
 		// Sent again, "not held" may be the first send's settlement, its
 		// answer no longer remembered (common.lua answered); a
 		// remembered answer (a.repeat) is what the first send found.
@@ -185,6 +186,14 @@ func (f *Frontier) unsent(ctx context.Context, s Settlement, err, nextErr error)
 	}
 	return r
 }
+
+// lookSoon has the process's next round trip refresh the crawl's meta
+// (keepCrawl), which finds a crawl deleted under it: called when an item
+// it held was not in flight any more, as every item is after a delete
+// --force. (Its visibility timeout running out, the other cause, is rare:
+// the look then costs a round trip, and the refreshes it carries are due
+// soon anyway.)
+func (f *Frontier) lookSoon() { f.keptAt.Store(0) }
 
 // settleArgs are settle.lua's own numbers and ARGV (3 to 7) for it, on its
 // shard sh, settled as how (retried: its JSON for a retry).
@@ -290,10 +299,11 @@ const againTimeout = 5 * time.Second
 // unanswered reports whether err, a call's command's error, is a failure
 // without an answer from Redis (a timeout, a cut or refused connection),
 // after which the call may be sent again: not a reply of Redis's, nor a
-// settlement the frontier withheld (errLinksLost).
+// settlement the frontier withheld (errLinksLost), nor a call to a crawl
+// found gone (ErrCrawlGone), which was not sent.
 func unanswered(err error) bool {
 	var reply redis.Error
-	return err != nil && !errors.Is(err, errLinksLost) && !errors.As(err, &reply)
+	return err != nil && !errors.Is(err, errLinksLost) && !errors.Is(err, ErrCrawlGone) && !errors.As(err, &reply)
 }
 
 // mayHaveRun reports whether a call that failed with err, its command's

@@ -137,6 +137,9 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
+	if err := f.gone.Load(); err != nil {
+		return nil, *err
+	}
 	if l := f.lay.Load(); l != nil {
 		return l, nil
 	}
@@ -154,7 +157,7 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 		given = "1"
 	}
 	key := newSeenKey()
-	rec := &call{script: metaScript, keys: []string{f.meta},
+	rec := &call{script: metaScript, keys: []string{f.meta, f.tomb},
 		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds(), f.o.Scope.encode(), given, key}}
 	reg := f.registerCall()
 	// Whether the shards this call would create have keys already: read
@@ -308,58 +311,132 @@ func (f *Frontier) refreshEvery() time.Duration { return refreshInterval(f.o.TTL
 // whose keys live ttl: once a minute, or every quarter of ttl if shorter.
 func refreshInterval(ttl time.Duration) time.Duration { return min(time.Minute, ttl/4) }
 
-// keepCrawl queues on pipe a refresh of the TTLs of the crawl's own keys
-// (meta, scope) and of its registry entry, at most once a minute per
-// process: the shards' scripts keep their own keys, but cannot reach these
-// (other slots). It returns, to go in the same round trip, a call that
-// only refreshes (add.lua with nothing to add) for each shard this process
-// has not asked to refresh within two minutes: one no worker calls, while
-// every worker stays on shards with sites ready, would otherwise expire
-// with its queues and seen sets in the middle of the crawl, and its URLs
-// be lost. A shard another process refreshed in the last half minute is
-// left as it is (common.lua keep), so that costs a fleet little.
-func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) []*call {
+// keepCrawl refreshes the TTLs of the crawl's own keys (meta, scope) and of
+// its registry entry, at most once a minute per process: the shards'
+// scripts keep their own keys, but cannot reach these (other slots). The
+// meta goes first, in a round trip of its own (once a minute: no burden),
+// so that a crawl found deleted or made anew (keepMeta) gets nothing more
+// from this process: keepCrawl then returns the error (wrapping
+// ErrCrawlGone) and queues nothing. Else the scope and registry refreshes
+// are queued on pipe, and it returns, to go in the same round trip, a call
+// that only refreshes (add.lua with nothing to add) for each shard this
+// process has not asked to refresh within two minutes: one no worker
+// calls, while every worker stays on shards with sites ready, would
+// otherwise expire with its queues and seen sets in the middle of the
+// crawl, and its URLs be lost. A shard another process refreshed in the
+// last half minute is left as it is (common.lua keep), so that costs a
+// fleet little.
+func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) ([]*call, error) {
 	lay := f.lay.Load()
 	if lay == nil { // not joined yet (or invalid Options): layout records the crawl
-		return nil
+		return nil, nil
 	}
 	every := f.refreshEvery().Milliseconds()
 	now, last := time.Now().UnixMilli(), f.keptAt.Load()
 	if !f.keepDue(now, last) || !f.keptAt.CompareAndSwap(last, now) {
-		return nil
+		return nil, nil
 	}
-	f.keepMeta(ctx, pipe, lay)
+	if err := f.keepMeta(ctx, lay); err != nil {
+		return nil, err
+	}
 	pipe.PExpire(ctx, f.scope, f.o.TTL)
 	reg := f.registerCall()
 	registerEval.Eval(ctx, pipe, reg.keys, reg.args...) // once a minute: the script's text is no burden
 	// Twice the interval: a shard this process calls asks itself (args),
 	// and its refresh is not all moved into this round trip.
-	return f.refreshes(lay, now, 2*every)
+	return f.refreshes(lay, now, 2*every), nil
 }
 
-// keepMeta queues on pipe a refresh of the TTL of the crawl's meta, which
-// puts the meta back as this process knows it (shard count, seen key,
-// scope rules, limits) if it is gone while the process works on the
-// crawl: Redis lost it (a restart without its data, a failover) or it
-// expired first. Else a process joining would make another seen key, and
-// admit every URL seen before once more (layout refuses to).
-func (f *Frontier) keepMeta(ctx context.Context, pipe redis.Pipeliner, lay *layout) {
+// keepMeta refreshes the TTL of the crawl's meta, which puts the meta back
+// as this process knows it (shard count, seen key, scope rules, limits) if
+// it is gone while the process works on the crawl: Redis lost it (a
+// restart without its data, a failover) or it expired first. Else a
+// process joining would make another seen key, and admit every URL seen
+// before once more (layout refuses to). A meta gone because Delete deleted
+// the crawl (its tombstone is there) is not put back, and a meta with
+// another seen key than this process's is another crawl of the same name,
+// made since: either way keepMeta returns an error wrapping ErrCrawlGone,
+// and every later call of the Frontier fails with it. A refresh that
+// fails otherwise is let be: the next one looks again.
+func (f *Frontier) keepMeta(ctx context.Context, lay *layout) error {
+	if err := f.gone.Load(); err != nil {
+		return *err
+	}
 	f.rulesMu.Lock()
 	rules := ""
 	if f.rulesSet {
 		rules = f.rules.encode()
 	}
 	f.rulesMu.Unlock()
-	keepMetaEval.Eval(ctx, pipe, []string{f.meta}, f.o.TTL.Milliseconds(), len(lay.shards), lay.keyHex,
-		rules, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages)
+	n, err := keepMetaEval.Eval(ctx, f.rdb, []string{f.meta, f.tomb}, f.o.TTL.Milliseconds(), len(lay.shards), lay.keyHex,
+		rules, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages).Int()
+	var why string
+	switch {
+	case err != nil:
+		return nil
+	case n == keptDeleted:
+		why = "deleted (crawler delete)"
+		f.expireLeftovers(ctx, lay)
+	case n == keptReplaced:
+		why = "deleted and made anew by another process (it has another seen key)"
+	default:
+		return nil
+	}
+	err = fmt.Errorf("%w: crawl %s under prefix %s was %s; a process started now works on the crawl as it is now",
+		ErrCrawlGone, f.o.Crawl, f.o.Prefix, why)
+	f.gone.CompareAndSwap(nil, &err)
+	return *f.gone.Load()
 }
 
+// expireLeftovers gives every key of lay's shards that exists the crawl's
+// TTL, once this process found its crawl deleted: what its calls made
+// again after the delete, before it knew (a settlement's links, its
+// shard's counts), would else live for good, as shard scripts set TTLs
+// only on a refresh. Best effort, bounded by leftoversTimeout; a crawl of
+// the name made anew since has its keys refreshed by its own processes
+// anyway.
+func (f *Frontier) expireLeftovers(ctx context.Context, lay *layout) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leftoversTimeout)
+	defer cancel()
+	keys := slotKeys{}
+	if _, err := addShardKeys(ctx, f.rdb, lay, keys); err != nil {
+		return
+	}
+	pipe := f.rdb.Pipeline()
+	for _, ks := range keys {
+		for _, k := range ks {
+			pipe.PExpire(ctx, k, f.o.TTL)
+		}
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
+// leftoversTimeout bounds expireLeftovers.
+const leftoversTimeout = 10 * time.Second
+
+// keepMetaEval's replies besides 0 (refreshed) and 1 (put back).
+const (
+	keptDeleted  = 2
+	keptReplaced = 3
+)
+
 // keepMetaEval is keepMeta's script, once a minute: its text is no
-// burden. KEYS[1] meta; ARGV[1] TTL ms, ARGV[2] shard count, ARGV[3] seen
-// key (empty: none), ARGV[4] scope rules (empty: none known), then the limits as
-// meta.lua records them. Returns 1 if it put the meta back.
-var keepMetaEval = redis.NewScript(`if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 1 then
+// burden. KEYS[1] meta, KEYS[2] the tombstone Delete leaves; ARGV[1] TTL
+// ms, ARGV[2] shard count, ARGV[3] seen key (empty: none), ARGV[4] scope
+// rules (empty: none known), then the limits as meta.lua records them.
+// Returns 0 if it refreshed the meta, 1 if it put the meta back,
+// keptDeleted if the crawl was deleted (no meta, the tombstone there), and
+// keptReplaced if the meta has another seen key (it is left as it is).
+var keepMetaEval = redis.NewScript(`local key = redis.call('HGET', KEYS[1], 'seen_key') or ''
+if key ~= '' or redis.call('EXISTS', KEYS[1]) == 1 then
+  if key ~= ARGV[3] then
+    return 3
+  end
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
   return 0
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return 2
 end
 redis.call('HSET', KEYS[1], 'shards', ARGV[2], 'max_per_site', ARGV[5], 'site_key', ARGV[6], 'max_pages', ARGV[7], 'ttl', ARGV[1])
 if ARGV[3] ~= '' then
@@ -524,8 +601,23 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	if also != nil {
 		after = also(pipe)
 	}
-	if !allQuiet(calls) {
-		calls = append(calls[:len(calls):len(calls)], f.keepCrawl(ctx, pipe)...) // a copy: the caller's slice is left as it was
+	var gone error
+	if g := f.gone.Load(); g != nil {
+		gone = *g
+	} else if !allQuiet(calls) {
+		var refresh []*call
+		refresh, gone = f.keepCrawl(ctx, pipe)
+		calls = append(calls[:len(calls):len(calls)], refresh...) // a copy: the caller's slice is left as it was
+	}
+	if gone != nil {
+		// The crawl is gone (keepCrawl): nothing more of this process goes
+		// to its keys; also's commands (a permit's release) still do.
+		for _, c := range calls {
+			c.cmd = redis.NewCmd(ctx)
+			c.cmd.SetErr(gone)
+		}
+		f.comb.exec(ctx, f.rdb, pipe.Cmds())
+		return after
 	}
 	for _, c := range calls {
 		c.gen = f.seen.generation()

@@ -34,8 +34,9 @@ const deleteUsage = `Usage: crawler delete --crawl NAME [--yes] [--force] [flags
 Deletes every key of a crawl: its meta, scope, queues, seen URLs and counts, and its entry in
 'crawler crawls'. Without --yes it only says what it would delete (a dry run). Sites' permits
 and robots.txt policies are shared by crawls and stay. It refuses a crawl with items in flight
-unless --force, and exits 1 for a crawl that does not exist. Only --redis*, --prefix and
---crawl of the other flags matter.
+unless --force, and exits 1 for a crawl that does not exist. Processes still working on a
+crawl deleted with --force stop (exit 1) at their next settlement; stop them first all the
+same. Only --redis*, --prefix and --crawl of the other flags matter.
 `
 
 // runCrawls lists the crawls under --prefix with their state.

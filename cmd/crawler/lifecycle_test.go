@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,7 +126,7 @@ func TestCrawlLifecycle(t *testing.T) {
 		t.Fatalf("delete without --yes: exit %d, %d of %d keys left\n%s%s", code, len(keys()), before, out, stderr)
 	}
 	out, stderr, code = crawler(t, ctx, "delete", "--redis", redisURL, "--crawl", crawl, "--yes")
-	if code != 0 || !strings.HasPrefix(out, "deleted crawl life") || len(keys()) != 0 {
+	if code != 0 || !strings.HasPrefix(out, "deleted crawl life") || len(notTombstone(keys())) != 0 {
 		t.Fatalf("delete --yes: exit %d, keys left %q\n%s%s", code, keys(), out, stderr)
 	}
 	if ks, _ := rdb.Keys(ctx, "polite:*robots*").Result(); len(ks) != len(robotsKeys) || len(ks) == 0 {
@@ -171,12 +172,18 @@ func TestDeleteRunningCrawl(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "deleted crawl busy") {
 		t.Fatalf("delete --force: exit %d\n%s%s", code, out, stderr)
 	}
-	if ks, _ := rdb.Keys(ctx, "*busy*").Result(); len(ks) != 0 {
+	if ks, _ := rdb.Keys(ctx, "*busy*").Result(); len(notTombstone(ks)) != 0 {
 		t.Fatalf("left %q", ks)
 	}
 	if err := rdb.ZScore(ctx, "polite:crawls", "busy").Err(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("registry entry: %v", err)
 	}
+}
+
+// notTombstone is keys without the tombstone a deleted crawl leaves for
+// its processes still running (frontier.Delete).
+func notTombstone(keys []string) []string {
+	return slices.DeleteFunc(keys, func(k string) bool { return strings.HasSuffix(k, "}:deleted") })
 }
 
 // hasRow is whether a table line starts with the name, then the state.
@@ -238,5 +245,63 @@ func TestStatusLostCrawl(t *testing.T) {
 			t.Fatalf("delete %s: exit %d\n%s%s", crawl, code, out, stderr)
 		}
 		status(crawl, "no crawl "+crawl+" under prefix polite (see crawler crawls)")
+	}
+}
+
+// A crawl deleted (--force) under a running process stops it: the
+// settlement of a page it held finds the page no longer in flight, and
+// the process then looks at the crawl's meta and finds it deleted, at
+// once rather than at its next refresh (a quarter of --crawl-ttl, 15 s
+// here). It exits 1 and says why. What it made again on its way (a few
+// keys of the shard its last settlement went to) expires with the crawl's
+// TTL; it puts back no meta and no registry entry.
+func TestDeletedCrawlStopsRun(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url, started, _, requested := slowSite(t, 100*time.Millisecond)
+	go func() { // the site's pages link on for ever: take its signals as they come
+		for {
+			select {
+			case <-requested:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	cmd, log := startRun(t, ctx, rs.Addr, url, "--workers", "2", "--crawl-ttl", "1m")
+	for started.Load() < 3 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	redisURL := "redis://" + rs.Addr
+	out, stderr, code := crawler(t, ctx, "delete", "--redis", redisURL, "--crawl", t.Name(), "--yes", "--force")
+	if code != 0 {
+		t.Fatalf("delete --force: exit %d\n%s%s", code, out, stderr)
+	}
+	deleted := time.Now()
+	err = log.wait(cmd)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(log.String(), "was deleted (crawler delete)") {
+		t.Fatalf("run after its crawl was deleted: %v, want exit 1 saying why\n%s", err, log)
+	}
+	if took := time.Since(deleted); took > 10*time.Second {
+		t.Errorf("the process stopped %s after the delete; want it at its next settlement, not its refresh", took)
+	}
+	rdb := rs.Client()
+	defer rdb.Close()
+	for _, k := range rdb.Keys(ctx, "polite:*crawl:"+t.Name()+"}*").Val() {
+		if strings.HasSuffix(k, "}:deleted") { // the tombstone (10 minutes)
+			continue
+		}
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 || ttl > time.Minute || strings.HasSuffix(k, "}:meta") {
+			t.Errorf("after the process stopped, the deleted crawl has %s with TTL %v", k, ttl)
+		}
+	}
+	if err := rdb.ZScore(ctx, "polite:crawls", t.Name()).Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("registry entry after the process stopped: %v", err)
 	}
 }
