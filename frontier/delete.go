@@ -45,7 +45,7 @@ type Deleted struct {
 // shard's keys (ready, inflight, counts, fly, rules, after, overflow, its
 // seen buckets, and its sites' queues, found by the ready set and by a
 // SCAN of the shard's keys bounded by ScanBudget), by UNLINK, and its
-// registry entry. It leaves a tombstone for tombTTL, by which processes
+// registry entry. It leaves a tombstone (tombTTL), by which processes
 // still working on the crawl learn that it was deleted (ErrCrawlGone)
 // instead of putting its meta back. Keys shared by crawls (permits, robots.txt policies,
 // site health) stay. It refuses, with an error wrapping ErrRunning, a
@@ -95,17 +95,19 @@ func Delete(ctx context.Context, rdb redis.Cmdable, prefix, crawl string, o Dele
 	if o.DryRun {
 		return d, nil
 	}
-	if err := unlinkKeys(ctx, rdb, reg, crawl, keys, tags, prefix+":"+crawlTag+"deleted"); err != nil {
+	if err := unlinkKeys(ctx, rdb, reg, crawl, keys, tags, prefix+":"+crawlTag+"deleted", max(m.TTL, tombTTL)); err != nil {
 		return fail(err)
 	}
 	return d, nil
 }
 
-// tombTTL is how long the tombstone Delete leaves in a deleted crawl's
-// hash tag lasts: its processes still running find it at their next
-// refresh of the meta, at most a minute later (keepMeta), and stop rather
-// than put the meta back. A process that creates a crawl of the name
-// removes it (meta.lua).
+// tombTTL is the least a tombstone Delete leaves in a deleted crawl's hash
+// tag lasts; it lasts the crawl's TTL when that is longer, as a process
+// of the crawl cut off from Redis that long still comes back to it. Its
+// processes still running find it at their next refresh of the meta (at
+// most a minute later, at once after a settlement of theirs found its item
+// gone: keepMeta) and stop rather than put the meta back. A process that
+// makes a crawl of the name anew removes it (layout).
 const tombTTL = 10 * time.Minute
 
 // slotKeys are keys by hash tag, so that each UNLINK stays in one slot.
@@ -203,11 +205,11 @@ func countKeys(ctx context.Context, rdb redis.Cmdable, reg, crawl string, keys s
 
 // unlinkKeys UNLINKs keys, tag by tag in chunks of 256, and removes crawl
 // from the registry reg, in one round trip.
-func unlinkKeys(ctx context.Context, rdb redis.Cmdable, reg, crawl string, keys slotKeys, tags []string, tomb string) error {
+func unlinkKeys(ctx context.Context, rdb redis.Cmdable, reg, crawl string, keys slotKeys, tags []string, tomb string, tombFor time.Duration) error {
 	pipe := rdb.Pipeline()
 	// Before the meta goes: a process refreshing it between the two finds
 	// it still there, and the tombstone at its next refresh.
-	pipe.Set(ctx, tomb, "1", tombTTL)
+	pipe.Set(ctx, tomb, "1", tombFor)
 	for _, tag := range tags {
 		for ks := range slices.Chunk(keys[tag], 256) {
 			pipe.Unlink(ctx, ks...)

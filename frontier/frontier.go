@@ -151,8 +151,8 @@ var (
 	// (Delete), or deleted and made anew by another process, since it
 	// joined: found at its next refresh of the crawl's meta (keepCrawl),
 	// which comes at once after a settlement or Extend finds its item no
-	// longer in flight, as a delete leaves every item. Every call fails
-	// with it from then on. The process must stop: its items and its seen
+	// longer in flight, as a delete leaves every item, if the process
+	// makes another call. Every call fails with it from then on. The process must stop: its items and its seen
 	// key belong to a crawl that no longer exists.
 	ErrCrawlGone = errors.New("frontier: the crawl was deleted while this process worked on it")
 )
@@ -340,6 +340,13 @@ type Frontier struct {
 	// gone is the error (wrapping ErrCrawlGone) every call returns once a
 	// refresh of the meta found the crawl deleted or made anew (keepMeta).
 	gone atomic.Pointer[error]
+	// leftovers is set with gone: the first call to see it gives the
+	// shard keys this process may have made again a TTL (expireLeftovers).
+	leftovers atomic.Bool
+	// sending is read-held by each call of pipelined from its look at
+	// gone until its commands have been answered: expireLeftovers takes it
+	// to wait for those already on their way.
+	sending sync.RWMutex
 	// seen is the fingerprints this process knows seen (nil with a page
 	// limit: see seenCache).
 	seen *seenCache

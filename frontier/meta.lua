@@ -9,8 +9,6 @@
 --               max_per_site, site_key, max_pages, ttl
 --               (ms): the last process's to join (its processes should all
 --               give the same)
--- KEYS[2] the tombstone of a crawl of this name deleted (Delete), which
---         a call that creates the crawl removes
 -- ARGV[1] shards   ARGV[2] max per site (the frontier's default cap)
 -- ARGV[3] site key name   ARGV[4] page limit (0: none)   ARGV[5] TTL ms
 -- ARGV[6] this process's scope rules   ARGV[7] '1' if it gave any: then
@@ -28,9 +26,6 @@ local now = now_ms()
 local made = '0'
 if redis.call('HSETNX', KEYS[1], 'shards', ARGV[1]) == 1 then
   redis.call('HSET', KEYS[1], 'created', now, 'seen_key', ARGV[8])
-  if KEYS[2] then
-    redis.call('DEL', KEYS[2]) -- a deleted crawl's tombstone: this crawl is another
-  end
   made = '1'
 end
 local key = redis.call('HGET', KEYS[1], 'seen_key') or ''

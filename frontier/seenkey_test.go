@@ -2,9 +2,11 @@ package frontier
 
 import (
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -224,8 +226,9 @@ func TestDeletedCrawlStopsItsProcess(t *testing.T) {
 }
 
 // A process whose crawl was deleted and made anew by another process (it
-// has another seen key) stops at its next refresh, and leaves the new
-// crawl as it is; the new crawl took the tombstone away.
+// has another seen key) stops at its next refresh once the new crawl is
+// replacedAge old, and leaves the new crawl as it is; the new crawl took
+// the tombstone away.
 func TestReplacedCrawlStopsOldProcess(t *testing.T) {
 	ctx := ctxT(t)
 	old := newFrontier(t, Options{Shards: 4})
@@ -242,6 +245,10 @@ func TestReplacedCrawlStopsOldProcess(t *testing.T) {
 		t.Error("the new crawl left the old one's tombstone")
 	}
 	meta := old.rdb.HGetAll(ctx, old.meta).Val()
+	// Older than replacedAge, as a crawl made anew is by the time it counts
+	// (TestYoungOtherMetaStopsNothing: a younger one does not).
+	made := old.rdb.Time(ctx).Val().Add(-replacedAge - time.Second).UnixMilli()
+	old.rdb.HSet(ctx, old.meta, "created", made)
 	old.keptAt.Store(0)
 	if _, err := old.Add(ctx, 0, "http://a.example/2"); !errors.Is(err, ErrCrawlGone) || !strings.Contains(err.Error(), "made anew") {
 		t.Fatalf("the old process's Add: %v; want ErrCrawlGone", err)
@@ -251,5 +258,108 @@ func TestReplacedCrawlStopsOldProcess(t *testing.T) {
 	}
 	if n, err := join(old, Options{Shards: 4}).Add(ctx, 0, "http://a.example/2"); err != nil || n != 1 {
 		t.Fatalf("the new crawl after the old process stopped: %d, %v; want its URL admitted", n, err)
+	}
+}
+
+// A process refused over a deleted crawl's orphans (ErrMetaLost: an old
+// process's last settlement made some of its shard keys again) leaves the
+// tombstone, so that the old process still stops rather than put the
+// deleted crawl's meta back.
+func TestRefusedJoinerKeepsTombstone(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 4})
+	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Its item gone, its links admitted all the same: the orphans.
+	f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Links: []string{"http://a.example/2", "http://b.example/1", "http://c.example/1"}})
+	if _, err := join(f, Options{Shards: 4}).Add(ctx, 0, "http://a.example/1"); !errors.Is(err, ErrMetaLost) {
+		t.Fatalf("a new process over the orphans: %v; want ErrMetaLost", err)
+	}
+	f.keptAt.Store(0)
+	if _, err := f.Add(ctx, 0, "http://d.example/1"); !errors.Is(err, ErrCrawlGone) {
+		t.Fatalf("the old process: %v; want ErrCrawlGone", err)
+	}
+	if n := f.rdb.Exists(ctx, f.meta).Val(); n != 0 {
+		t.Fatalf("the deleted crawl's meta was put back: %v", f.rdb.HGetAll(ctx, f.meta).Val())
+	}
+}
+
+// A meta with another seen key stops a process only once it is
+// replacedAge old: a younger one may be a joiner's that layout is about to
+// take back (ErrMetaLost over a lost meta), after which the process puts
+// its crawl's meta back.
+func TestYoungOtherMetaStopsNothing(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 4})
+	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	mine := f.rdb.HGet(ctx, f.meta, "seen_key").Val()
+	now := f.rdb.Time(ctx).Val()
+	other := func(age time.Duration) {
+		f.rdb.Del(ctx, f.meta)
+		f.rdb.HSet(ctx, f.meta, "shards", 4, "seen_key", strings.Repeat("ab", 16), "created", now.Add(-age).UnixMilli())
+		f.keptAt.Store(0)
+	}
+	other(time.Second) // a joiner's, about to go
+	if _, err := f.Add(ctx, 0, "http://a.example/2"); err != nil {
+		t.Fatalf("with a young meta of another key: %v", err)
+	}
+	f.rdb.Del(ctx, f.meta) // the joiner takes it back
+	f.keptAt.Store(0)
+	if _, err := f.Add(ctx, 0, "http://a.example/3"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.rdb.HGet(ctx, f.meta, "seen_key").Val(); got != mine {
+		t.Fatalf("meta's seen key %q after the young one went; want this process's %q put back", got, mine)
+	}
+	other(replacedAge + time.Second) // a crawl made anew
+	if _, err := f.Add(ctx, 0, "http://a.example/4"); !errors.Is(err, ErrCrawlGone) || !strings.Contains(err.Error(), "made anew") {
+		t.Fatalf("with an old meta of another key: %v; want ErrCrawlGone", err)
+	}
+}
+
+// The shard keys a process's concurrent calls made again after a delete,
+// before it knew, all get a TTL: expireLeftovers waits for the calls on
+// their way.
+func TestLeftoversOfConcurrentCallsExpire(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 8})
+	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	f.keptAt.Store(time.Now().UnixMilli()) // not known yet: the calls make keys again
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				if i == 50 && g == 0 {
+					f.keptAt.Store(0) // now a look
+				}
+				if _, err := f.Add(ctx, 0, fmt.Sprintf("http://s%d-%d.example/", g, i)); errors.Is(err, ErrCrawlGone) {
+					return
+				}
+			}
+			t.Errorf("goroutine %d: 2000 calls and no ErrCrawlGone", g)
+		}()
+	}
+	wg.Wait()
+	for _, k := range notTomb(f.rdb.Keys(ctx, f.o.Prefix+":*"+f.o.Crawl+"}*").Val()) {
+		if ttl := f.rdb.PTTL(ctx, k).Val(); ttl <= 0 {
+			t.Errorf("%s has no TTL (%v)", k, ttl)
+		}
 	}
 }

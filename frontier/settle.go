@@ -192,8 +192,13 @@ func (f *Frontier) unsent(ctx context.Context, s Settlement, err, nextErr error)
 // it held was not in flight any more, as every item is after a delete
 // --force. (Its visibility timeout running out, the other cause, is rare:
 // the look then costs a round trip, and the refreshes it carries are due
-// soon anyway.)
-func (f *Frontier) lookSoon() { f.keptAt.Store(0) }
+// soon anyway.) At most once a second: many items lost at once (a process
+// that stalled) cost one look.
+func (f *Frontier) lookSoon() {
+	if last := f.keptAt.Load(); time.Now().UnixMilli()-last >= time.Second.Milliseconds() {
+		f.keptAt.CompareAndSwap(last, 0)
+	}
+}
 
 // settleArgs are settle.lua's own numbers and ARGV (3 to 7) for it, on its
 // shard sh, settled as how (retried: its JSON for a retry).

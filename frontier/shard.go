@@ -157,7 +157,7 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 		given = "1"
 	}
 	key := newSeenKey()
-	rec := &call{script: metaScript, keys: []string{f.meta, f.tomb},
+	rec := &call{script: metaScript, keys: []string{f.meta},
 		args: []any{n, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, f.o.TTL.Milliseconds(), f.o.Scope.encode(), given, key}}
 	reg := f.registerCall()
 	// Whether the shards this call would create have keys already: read
@@ -189,9 +189,14 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 				return nil, fmt.Errorf("frontier: crawl %s: shard keys: %w", f.o.Crawl, errors.Join(err, undo))
 			}
 			return nil, fmt.Errorf("%w: crawl %s under prefix %s. If processes still run on it, they put it back within %s: start this one then; "+
-				"if none do, `crawler delete --crawl %s` removes what is left (or it expires, its TTL after the last process left it)%s",
+				"if none do, or it was deleted under them, `crawler delete --crawl %s` removes what is left (or it expires, its TTL after the last process left it)%s",
 				ErrMetaLost, f.o.Crawl, f.o.Prefix, f.refreshEvery(), f.o.Crawl, undoNote(undo))
 		}
+		// A crawl made anew: the tombstone of one deleted under the name
+		// (Delete) goes, now that no orphaned shard of it is in the way
+		// (taken away sooner, a process of the deleted crawl would put
+		// it back over its orphans). Best effort: it expires anyway.
+		f.rdb.Del(ctx, f.tomb)
 	}
 	if err := f.adopt(reply[1]); err != nil {
 		return nil, err
@@ -355,9 +360,10 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) ([]*call
 // before once more (layout refuses to). A meta gone because Delete deleted
 // the crawl (its tombstone is there) is not put back, and a meta with
 // another seen key than this process's is another crawl of the same name,
-// made since: either way keepMeta returns an error wrapping ErrCrawlGone,
-// and every later call of the Frontier fails with it. A refresh that
-// fails otherwise is let be: the next one looks again.
+// made since (replacedAge old at least: a younger one is looked at again
+// then): either way keepMeta returns an error wrapping ErrCrawlGone, and
+// every later call of the Frontier fails with it. A refresh that fails
+// otherwise is let be: the next one looks again.
 func (f *Frontier) keepMeta(ctx context.Context, lay *layout) error {
 	if err := f.gone.Load(); err != nil {
 		return *err
@@ -369,33 +375,41 @@ func (f *Frontier) keepMeta(ctx context.Context, lay *layout) error {
 	}
 	f.rulesMu.Unlock()
 	n, err := keepMetaEval.Eval(ctx, f.rdb, []string{f.meta, f.tomb}, f.o.TTL.Milliseconds(), len(lay.shards), lay.keyHex,
-		rules, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages).Int()
+		rules, f.o.Cap, siteKeyName(f.o.SiteKey), f.o.MaxPages, replacedAge.Milliseconds()).Int()
 	var why string
 	switch {
 	case err != nil:
 		return nil
 	case n == keptDeleted:
 		why = "deleted (crawler delete)"
-		f.expireLeftovers(ctx, lay)
 	case n == keptReplaced:
 		why = "deleted and made anew by another process (it has another seen key)"
+	case n == keptYoung:
+		// Look again once it is old enough to tell.
+		f.keptAt.Store(time.Now().Add(replacedAge - f.refreshEvery()).UnixMilli())
+		return nil
 	default:
 		return nil
 	}
 	err = fmt.Errorf("%w: crawl %s under prefix %s was %s; a process started now works on the crawl as it is now",
 		ErrCrawlGone, f.o.Crawl, f.o.Prefix, why)
-	f.gone.CompareAndSwap(nil, &err)
+	if f.gone.CompareAndSwap(nil, &err) {
+		f.leftovers.Store(true) // pipelined expires them once no call is on its way
+	}
 	return *f.gone.Load()
 }
 
-// expireLeftovers gives every key of lay's shards that exists the crawl's
-// TTL, once this process found its crawl deleted: what its calls made
-// again after the delete, before it knew (a settlement's links, its
-// shard's counts), would else live for good, as shard scripts set TTLs
-// only on a refresh. Best effort, bounded by leftoversTimeout; a crawl of
-// the name made anew since has its keys refreshed by its own processes
-// anyway.
+// expireLeftovers gives every key of lay's shards that exists and has no
+// TTL the crawl's TTL, once this process found its crawl gone (keepMeta):
+// what its calls made again after a delete, before it knew (a
+// settlement's links, its shard's counts), would else live for good, as
+// shard scripts set TTLs only on a refresh. It first waits for the calls
+// of the process on their way (sending): none is sent after gone is set.
+// Keys with a TTL (those of a crawl of the name made anew) keep theirs.
+// Best effort, bounded by leftoversTimeout.
 func (f *Frontier) expireLeftovers(ctx context.Context, lay *layout) {
+	f.sending.Lock() // a barrier: every sender that passed the gone check is done
+	f.sending.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leftoversTimeout)
 	defer cancel()
 	keys := slotKeys{}
@@ -405,7 +419,7 @@ func (f *Frontier) expireLeftovers(ctx context.Context, lay *layout) {
 	pipe := f.rdb.Pipeline()
 	for _, ks := range keys {
 		for _, k := range ks {
-			pipe.PExpire(ctx, k, f.o.TTL)
+			pipe.ExpireNX(ctx, k, f.o.TTL)
 		}
 	}
 	_, _ = pipe.Exec(ctx)
@@ -418,18 +432,33 @@ const leftoversTimeout = 10 * time.Second
 const (
 	keptDeleted  = 2
 	keptReplaced = 3
+	keptYoung    = 4
 )
+
+// replacedAge is how old a meta with another seen key than the process's
+// must be before keepMeta takes it for a crawl made anew: a younger one
+// may be that of a process that has just joined a crawl whose meta was
+// lost, and is about to take it away again (layout's ErrMetaLost), after
+// which this process puts the crawl's own back.
+const replacedAge = 10 * time.Second
 
 // keepMetaEval is keepMeta's script, once a minute: its text is no
 // burden. KEYS[1] meta, KEYS[2] the tombstone Delete leaves; ARGV[1] TTL
 // ms, ARGV[2] shard count, ARGV[3] seen key (empty: none), ARGV[4] scope
 // rules (empty: none known), then the limits as meta.lua records them.
-// Returns 0 if it refreshed the meta, 1 if it put the meta back,
-// keptDeleted if the crawl was deleted (no meta, the tombstone there), and
-// keptReplaced if the meta has another seen key (it is left as it is).
+// ARGV[8] how old (ms) a meta with another seen key must be to count as
+// another crawl. Returns 0 if it refreshed the meta, 1 if it put the meta
+// back, keptDeleted if the crawl was deleted (no meta, the tombstone
+// there), keptReplaced if the meta has another seen key and is older than
+// ARGV[8], and keptYoung if it is younger (both left as they are).
 var keepMetaEval = redis.NewScript(`local key = redis.call('HGET', KEYS[1], 'seen_key') or ''
 if key ~= '' or redis.call('EXISTS', KEYS[1]) == 1 then
   if key ~= ARGV[3] then
+    local t = redis.call('TIME')
+    local made = tonumber(redis.call('HGET', KEYS[1], 'created') or '0') or 0
+    if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - made < tonumber(ARGV[8]) then
+      return 4
+    end
     return 3
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
@@ -602,6 +631,7 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 		after = also(pipe)
 	}
 	var gone error
+	f.sending.RLock()
 	if g := f.gone.Load(); g != nil {
 		gone = *g
 	} else if !allQuiet(calls) {
@@ -610,6 +640,7 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 		calls = append(calls[:len(calls):len(calls)], refresh...) // a copy: the caller's slice is left as it was
 	}
 	if gone != nil {
+		f.sending.RUnlock()
 		// The crawl is gone (keepCrawl): nothing more of this process goes
 		// to its keys; also's commands (a permit's release) still do.
 		for _, c := range calls {
@@ -617,6 +648,9 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 			c.cmd.SetErr(gone)
 		}
 		f.comb.exec(ctx, f.rdb, pipe.Cmds())
+		if lay := f.lay.Load(); lay != nil && f.leftovers.CompareAndSwap(true, false) {
+			f.expireLeftovers(ctx, lay)
+		}
 		return after
 	}
 	for _, c := range calls {
@@ -624,6 +658,7 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 		c.cmd = c.script.Queue(ctx, f.fn, pipe, c.keys, c.args...)
 	}
 	f.comb.exec(ctx, f.rdb, pipe.Cmds()) // each command's outcome is in its cmd
+	f.sending.RUnlock()
 	for _, c := range calls {
 		if err := c.cmd.Err(); err != nil && luafn.Missing(err) {
 			f.seen.clear() // Redis restarted without its data or was flushed: the seen sets may be gone too
