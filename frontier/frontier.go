@@ -149,11 +149,13 @@ var (
 	ErrLost = errors.New("frontier: item no longer held")
 	// ErrCrawlGone means the crawl this process works on was deleted
 	// (Delete), or deleted and made anew by another process, since it
-	// joined: found at its next refresh of the crawl's meta (keepCrawl),
-	// which comes at once after a settlement or Extend finds its item no
-	// longer in flight, as a delete leaves every item, if the process
-	// makes another call. Every call fails with it from then on. The process must stop: its items and its seen
-	// key belong to a crawl that no longer exists.
+	// joined: found at its next refresh of the crawl's meta (keepCrawl).
+	// That comes at the next call after a settlement or Extend finds its
+	// item no longer in flight, as a delete leaves every item (at most
+	// one such look a second), else within a refresh interval; a meta
+	// made anew counts once its maker confirmed it, or replacedAge after.
+	// Every call fails with it from then on. The process must stop: its
+	// items and its seen key belong to a crawl that no longer exists.
 	ErrCrawlGone = errors.New("frontier: the crawl was deleted while this process worked on it")
 )
 
@@ -344,8 +346,9 @@ type Frontier struct {
 	// shard keys this process may have made again a TTL (expireLeftovers).
 	leftovers atomic.Bool
 	// sending is read-held by each call of pipelined from its look at
-	// gone until its commands have been answered: expireLeftovers takes it
-	// to wait for those already on their way.
+	// gone until its commands have been answered (and sent again alone
+	// where Redis lacked the script), and by again: expireLeftovers takes
+	// it to wait for those already on their way.
 	sending sync.RWMutex
 	// seen is the fingerprints this process knows seen (nil with a page
 	// limit: see seenCache).

@@ -226,9 +226,9 @@ func TestDeletedCrawlStopsItsProcess(t *testing.T) {
 }
 
 // A process whose crawl was deleted and made anew by another process (it
-// has another seen key) stops at its next refresh once the new crawl is
-// replacedAge old, and leaves the new crawl as it is; the new crawl took
-// the tombstone away.
+// has another seen key) stops at its next refresh, and leaves the new
+// crawl as it is; the new crawl took the tombstone away and confirmed its
+// meta, so the old process need not wait replacedAge.
 func TestReplacedCrawlStopsOldProcess(t *testing.T) {
 	ctx := ctxT(t)
 	old := newFrontier(t, Options{Shards: 4})
@@ -245,11 +245,10 @@ func TestReplacedCrawlStopsOldProcess(t *testing.T) {
 		t.Error("the new crawl left the old one's tombstone")
 	}
 	meta := old.rdb.HGetAll(ctx, old.meta).Val()
-	// Older than replacedAge, as a crawl made anew is by the time it counts
-	// (TestYoungOtherMetaStopsNothing: a younger one does not).
-	made := old.rdb.Time(ctx).Val().Add(-replacedAge - time.Second).UnixMilli()
-	old.rdb.HSet(ctx, old.meta, "created", made)
-	old.keptAt.Store(0)
+	if meta["confirmed"] != "1" {
+		t.Fatalf("the new crawl's meta %v is not confirmed", meta)
+	}
+	old.keptAt.Store(0) // at once: confirmed, it need not be replacedAge old
 	if _, err := old.Add(ctx, 0, "http://a.example/2"); !errors.Is(err, ErrCrawlGone) || !strings.Contains(err.Error(), "made anew") {
 		t.Fatalf("the old process's Add: %v; want ErrCrawlGone", err)
 	}
@@ -324,6 +323,26 @@ func TestYoungOtherMetaStopsNothing(t *testing.T) {
 	other(replacedAge + time.Second) // a crawl made anew
 	if _, err := f.Add(ctx, 0, "http://a.example/4"); !errors.Is(err, ErrCrawlGone) || !strings.Contains(err.Error(), "made anew") {
 		t.Fatalf("with an old meta of another key: %v; want ErrCrawlGone", err)
+	}
+}
+
+// A young meta of another key beside the tombstone is a crawl made anew
+// after this process's was deleted, seen before its maker confirmed it:
+// deleted, at once.
+func TestYoungOtherMetaBesideTombstone(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 4})
+	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	now := f.rdb.Time(ctx).Val()
+	f.rdb.HSet(ctx, f.meta, "shards", 4, "seen_key", strings.Repeat("ab", 16), "created", now.UnixMilli())
+	f.keptAt.Store(0)
+	if _, err := f.Add(ctx, 0, "http://a.example/2"); !errors.Is(err, ErrCrawlGone) || !strings.Contains(err.Error(), "was deleted (crawler delete)") {
+		t.Fatalf("a young meta of another key beside the tombstone: %v; want ErrCrawlGone (deleted)", err)
 	}
 }
 

@@ -338,6 +338,13 @@ func (f *Frontier) again(ctx context.Context, c *call) (answer, error) {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return f.answer(c)
 	}
+	f.sending.RLock() // as pipelined: expireLeftovers waits for it
+	defer f.sending.RUnlock()
+	if g := f.gone.Load(); g != nil {
+		c.cmd = redis.NewCmd(ctx)
+		c.cmd.SetErr(*g)
+		return f.answer(c)
+	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), againTimeout)
 	defer cancel()
 	c.run(actx, f.fn)

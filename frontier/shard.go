@@ -195,8 +195,11 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 		// A crawl made anew: the tombstone of one deleted under the name
 		// (Delete) goes, now that no orphaned shard of it is in the way
 		// (taken away sooner, a process of the deleted crawl would put
-		// it back over its orphans). Best effort: it expires anyway.
-		f.rdb.Del(ctx, f.tomb)
+		// it back over its orphans), and the meta is marked confirmed: a
+		// process of the old crawl stops at once at the sight of it, not
+		// replacedAge later (keepMetaEval). Best effort: a tombstone left
+		// expires, and an unconfirmed meta counts once replacedAge old.
+		confirmEval.Run(ctx, f.rdb, []string{f.meta, f.tomb}, key)
 	}
 	if err := f.adopt(reply[1]); err != nil {
 		return nil, err
@@ -237,6 +240,15 @@ func anyThere(looks []*redis.IntCmd) (bool, error) {
 
 // unmakeEval deletes a crawl's meta (KEYS[1]) if its seen key is ARGV[1]:
 // the one a process made over a lost meta's shards (layout).
+// confirmEval takes a deleted crawl's tombstone (KEYS[2]) away and marks
+// the meta (KEYS[1]) confirmed, if it holds the seen key ARGV[1]: the
+// crawl made anew, once layout found no orphan in its way.
+var confirmEval = redis.NewScript(`redis.call('DEL', KEYS[2])
+if redis.call('HGET', KEYS[1], 'seen_key') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'confirmed', '1')
+end
+return 1`)
+
 var unmakeEval = redis.NewScript(`if redis.call('HGET', KEYS[1], 'seen_key') == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
@@ -360,8 +372,8 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) ([]*call
 // before once more (layout refuses to). A meta gone because Delete deleted
 // the crawl (its tombstone is there) is not put back, and a meta with
 // another seen key than this process's is another crawl of the same name,
-// made since (replacedAge old at least: a younger one is looked at again
-// then): either way keepMeta returns an error wrapping ErrCrawlGone, and
+// made since (confirmed by its maker's layout, or replacedAge old: an
+// unconfirmed younger one is looked at again then): either way keepMeta returns an error wrapping ErrCrawlGone, and
 // every later call of the Frontier fails with it. A refresh that fails
 // otherwise is let be: the next one looks again.
 func (f *Frontier) keepMeta(ctx context.Context, lay *layout) error {
@@ -385,8 +397,9 @@ func (f *Frontier) keepMeta(ctx context.Context, lay *layout) error {
 	case n == keptReplaced:
 		why = "deleted and made anew by another process (it has another seen key)"
 	case n == keptYoung:
-		// Look again once it is old enough to tell.
-		f.keptAt.Store(time.Now().Add(replacedAge - f.refreshEvery()).UnixMilli())
+		// Look again once it is old enough to tell (or at the next refresh
+		// if that is sooner).
+		f.keptAt.Store(time.Now().Add(min(replacedAge, f.refreshEvery()) - f.refreshEvery()).UnixMilli())
 		return nil
 	default:
 		return nil
@@ -436,10 +449,11 @@ const (
 )
 
 // replacedAge is how old a meta with another seen key than the process's
-// must be before keepMeta takes it for a crawl made anew: a younger one
-// may be that of a process that has just joined a crawl whose meta was
-// lost, and is about to take it away again (layout's ErrMetaLost), after
-// which this process puts the crawl's own back.
+// must be before keepMeta takes it for a crawl made anew, unless its maker
+// confirmed it (confirmEval): an unconfirmed younger one may be that of a
+// process that has just joined a crawl whose meta was lost, and is about
+// to take it away again (layout's ErrMetaLost), after which this process
+// puts the crawl's own back.
 const replacedAge = 10 * time.Second
 
 // keepMetaEval is keepMeta's script, once a minute: its text is no
@@ -447,13 +461,21 @@ const replacedAge = 10 * time.Second
 // ms, ARGV[2] shard count, ARGV[3] seen key (empty: none), ARGV[4] scope
 // rules (empty: none known), then the limits as meta.lua records them.
 // ARGV[8] how old (ms) a meta with another seen key must be to count as
-// another crawl. Returns 0 if it refreshed the meta, 1 if it put the meta
-// back, keptDeleted if the crawl was deleted (no meta, the tombstone
-// there), keptReplaced if the meta has another seen key and is older than
-// ARGV[8], and keptYoung if it is younger (both left as they are).
+// another crawl unless confirmed (layout's confirmEval; a meta put back
+// here is too). Returns 0 if it refreshed the meta, 1 if it put the meta
+// back, keptDeleted if the crawl was deleted (the tombstone there, with no
+// meta or a meta of another seen key), keptReplaced if the meta has
+// another seen key and is confirmed or older than ARGV[8], and keptYoung
+// otherwise (left as it is).
 var keepMetaEval = redis.NewScript(`local key = redis.call('HGET', KEYS[1], 'seen_key') or ''
 if key ~= '' or redis.call('EXISTS', KEYS[1]) == 1 then
   if key ~= ARGV[3] then
+    if redis.call('EXISTS', KEYS[2]) == 1 then
+      return 2 -- this process's crawl was deleted, whoever made the meta since
+    end
+    if redis.call('HEXISTS', KEYS[1], 'confirmed') == 1 then
+      return 3
+    end
     local t = redis.call('TIME')
     local made = tonumber(redis.call('HGET', KEYS[1], 'created') or '0') or 0
     if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - made < tonumber(ARGV[8]) then
@@ -467,7 +489,7 @@ end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return 2
 end
-redis.call('HSET', KEYS[1], 'shards', ARGV[2], 'max_per_site', ARGV[5], 'site_key', ARGV[6], 'max_pages', ARGV[7], 'ttl', ARGV[1])
+redis.call('HSET', KEYS[1], 'shards', ARGV[2], 'max_per_site', ARGV[5], 'site_key', ARGV[6], 'max_pages', ARGV[7], 'ttl', ARGV[1], 'confirmed', '1')
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[1], 'seen_key', ARGV[3])
 end
@@ -658,7 +680,6 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 		c.cmd = c.script.Queue(ctx, f.fn, pipe, c.keys, c.args...)
 	}
 	f.comb.exec(ctx, f.rdb, pipe.Cmds()) // each command's outcome is in its cmd
-	f.sending.RUnlock()
 	for _, c := range calls {
 		if err := c.cmd.Err(); err != nil && luafn.Missing(err) {
 			f.seen.clear() // Redis restarted without its data or was flushed: the seen sets may be gone too
@@ -669,6 +690,7 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 			f.failed(c)
 		}
 	}
+	f.sending.RUnlock()
 	return after
 }
 
