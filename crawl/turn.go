@@ -86,8 +86,8 @@ func (c *Crawler) holdItem(it frontier.Item) (stop func()) {
 		err := c.fr.Extend(ctx, it)
 		cancel()
 		switch {
-		case errors.Is(err, frontier.ErrLost):
-			return // its settlement says so
+		case errors.Is(err, frontier.ErrLost), errors.Is(err, frontier.ErrCrawlGone):
+			return // its settlement says so; a crawl gone ends Run
 		case err != nil:
 			c.o.Log.Warn("could not extend a URL's hold; it is handed to another worker if this turn outlasts --visibility", "url", it.URL, "err", err)
 		}
@@ -271,7 +271,7 @@ func (c *Crawler) releasePermit(ctx context.Context, res *fetch.Reservation) {
 }
 
 func (c *Crawler) settle(ctx context.Context, it frontier.Item, err error) {
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !errors.Is(err, frontier.ErrCrawlGone) { // a crawl gone ends Run, which says so
 		c.o.Log.Warn("frontier", "url", it.URL, "err", err)
 	}
 }
@@ -281,7 +281,7 @@ func (c *Crawler) settle(ctx context.Context, it frontier.Item, err error) {
 func (c *Crawler) giveBack(it frontier.Item) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := c.fr.Release(ctx, it); err != nil && !errors.Is(err, frontier.ErrLost) {
+	if err := c.fr.Release(ctx, it); err != nil && !errors.Is(err, frontier.ErrLost) && !errors.Is(err, frontier.ErrCrawlGone) {
 		c.o.Log.Warn("could not give a URL back; it returns after the visibility timeout", "url", it.URL, "err", err)
 	}
 }

@@ -156,7 +156,7 @@ var (
 	// made anew counts once its maker confirmed it, or replacedAge after.
 	// Every call fails with it from then on. The process must stop: its
 	// items and its seen key belong to a crawl that no longer exists.
-	ErrCrawlGone = errors.New("frontier: the crawl was deleted while this process worked on it")
+	ErrCrawlGone = errors.New("frontier: crawl gone")
 )
 
 // MaxShards bounds Options.Shards.
@@ -339,6 +339,8 @@ type Frontier struct {
 	// keptAt is when (unix ms) this process last refreshed the TTLs of meta
 	// and scope (see keepCrawl).
 	keptAt atomic.Int64
+	// lookedAt is when (unix ms) lookSoon last asked for a look.
+	lookedAt atomic.Int64
 	// gone is the error (wrapping ErrCrawlGone) every call returns once a
 	// refresh of the meta found the crawl deleted or made anew (keepMeta).
 	gone atomic.Pointer[error]

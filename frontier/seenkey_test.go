@@ -382,3 +382,28 @@ func TestLeftoversOfConcurrentCallsExpire(t *testing.T) {
 		}
 	}
 }
+
+// A settlement that finds its item gone, as every item is after a delete
+// --force, has the process look at the crawl's meta in its next round
+// trip, even just after it joined: it stops then, not a refresh interval
+// later.
+func TestLostSettlementLooksAtOnce(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 4})
+	if _, err := f.Add(ctx, 0, "http://a.example/1", "http://a.example/2"); err != nil {
+		t.Fatal(err)
+	}
+	it, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched}); !errors.Is(r.Settled, ErrLost) {
+		t.Fatalf("settlement after the delete: %v; want ErrLost", r.Settled)
+	}
+	if _, err := f.Add(ctx, 0, "http://b.example/1"); !errors.Is(err, ErrCrawlGone) {
+		t.Fatalf("the next call: %v; want ErrCrawlGone", err)
+	}
+}

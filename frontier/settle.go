@@ -195,8 +195,9 @@ func (f *Frontier) unsent(ctx context.Context, s Settlement, err, nextErr error)
 // soon anyway.) At most once a second: many items lost at once (a process
 // that stalled) cost one look.
 func (f *Frontier) lookSoon() {
-	if last := f.keptAt.Load(); time.Now().UnixMilli()-last >= time.Second.Milliseconds() {
-		f.keptAt.CompareAndSwap(last, 0)
+	now, last := time.Now().UnixMilli(), f.lookedAt.Load()
+	if now-last >= time.Second.Milliseconds() && f.lookedAt.CompareAndSwap(last, now) {
+		f.keptAt.Store(0)
 	}
 }
 

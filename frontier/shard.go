@@ -404,7 +404,7 @@ func (f *Frontier) keepMeta(ctx context.Context, lay *layout) error {
 	default:
 		return nil
 	}
-	err = fmt.Errorf("%w: crawl %s under prefix %s was %s; a process started now works on the crawl as it is now",
+	err = fmt.Errorf("%w: crawl %s under prefix %s was %s while this process worked on it; a process started now works on the crawl as it is now",
 		ErrCrawlGone, f.o.Crawl, f.o.Prefix, why)
 	if f.gone.CompareAndSwap(nil, &err) {
 		f.leftovers.Store(true) // pipelined expires them once no call is on its way
