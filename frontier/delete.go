@@ -47,8 +47,8 @@ type Deleted struct {
 // SCAN of the shard's keys bounded by ScanBudget), by UNLINK, and its
 // registry entry. It leaves a tombstone (tombTTL), by which processes
 // still working on the crawl learn that it was deleted (ErrCrawlGone)
-// instead of putting its meta back. Keys shared by crawls (permits, robots.txt policies,
-// site health) stay. It refuses, with an error wrapping ErrRunning, a
+// instead of putting its meta back. Keys shared by crawls (permits,
+// robots.txt policies, site health) stay. It refuses, with an error wrapping ErrRunning, a
 // crawl with items in flight unless o.Force, and returns an error wrapping
 // ErrNoCrawl when the crawl has neither keys nor a registry entry.
 func Delete(ctx context.Context, rdb redis.Cmdable, prefix, crawl string, o DeleteOptions) (Deleted, error) {

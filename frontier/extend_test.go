@@ -51,16 +51,7 @@ func TestExtendKeepsItem(t *testing.T) {
 func TestExtendAfterDeleteMakesNoKeys(t *testing.T) {
 	ctx := ctxT(t)
 	f := newFrontier(t, Options{Shards: 1})
-	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
-		t.Fatal(err)
-	}
-	it, err := f.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{Force: true}); err != nil {
-		t.Fatal(err)
-	}
+	it := deletedUnder(t, f)
 	f.lay.Load().shards[0].kept.Store(0) // its next call carries the refresh
 	if err := f.Extend(ctx, it); !errors.Is(err, ErrLost) {
 		t.Fatalf("Extend after the delete: %v, want ErrLost", err)

@@ -201,12 +201,7 @@ func listState(t *testing.T, f *Frontier) string {
 func TestDeletedCrawlStopsItsProcess(t *testing.T) {
 	ctx := ctxT(t)
 	f := newFrontier(t, Options{Shards: 4})
-	if n, err := f.Add(ctx, 0, "http://a.example/1"); err != nil || n != 1 {
-		t.Fatalf("Add: %d, %v", n, err)
-	}
-	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deletedUnder(t, f)
 	f.keptAt.Store(0) // its next round trip refreshes the crawl's keys
 	for i := range 2 {
 		if n, err := f.Add(ctx, 0, "http://b.example/1"); !errors.Is(err, ErrCrawlGone) || !strings.Contains(err.Error(), "was deleted (crawler delete)") {
@@ -232,12 +227,7 @@ func TestDeletedCrawlStopsItsProcess(t *testing.T) {
 func TestReplacedCrawlStopsOldProcess(t *testing.T) {
 	ctx := ctxT(t)
 	old := newFrontier(t, Options{Shards: 4})
-	if n, err := old.Add(ctx, 0, "http://a.example/1"); err != nil || n != 1 {
-		t.Fatalf("Add: %d, %v", n, err)
-	}
-	if _, err := Delete(ctx, old.rdb, old.o.Prefix, old.o.Crawl, DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deletedUnder(t, old)
 	if n, err := join(old, Options{Shards: 4}).Add(ctx, 0, "http://a.example/1"); err != nil || n != 1 {
 		t.Fatalf("the new crawl's Add: %d, %v", n, err)
 	}
@@ -267,16 +257,7 @@ func TestReplacedCrawlStopsOldProcess(t *testing.T) {
 func TestRefusedJoinerKeepsTombstone(t *testing.T) {
 	ctx := ctxT(t)
 	f := newFrontier(t, Options{Shards: 4})
-	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
-		t.Fatal(err)
-	}
-	it, err := f.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{Force: true}); err != nil {
-		t.Fatal(err)
-	}
+	it := deletedUnder(t, f)
 	// Its item gone, its links admitted all the same: the orphans.
 	f.Settle(ctx, Settlement{Item: it, Outcome: Fetched, Links: []string{"http://a.example/2", "http://b.example/1", "http://c.example/1"}})
 	if _, err := join(f, Options{Shards: 4}).Add(ctx, 0, "http://a.example/1"); !errors.Is(err, ErrMetaLost) {
@@ -332,12 +313,7 @@ func TestYoungOtherMetaStopsNothing(t *testing.T) {
 func TestYoungOtherMetaBesideTombstone(t *testing.T) {
 	ctx := ctxT(t)
 	f := newFrontier(t, Options{Shards: 4})
-	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deletedUnder(t, f)
 	now := f.rdb.Time(ctx).Val()
 	f.rdb.HSet(ctx, f.meta, "shards", 4, "seen_key", strings.Repeat("ab", 16), "created", now.UnixMilli())
 	f.keptAt.Store(0)
@@ -352,12 +328,7 @@ func TestYoungOtherMetaBesideTombstone(t *testing.T) {
 func TestLeftoversOfConcurrentCallsExpire(t *testing.T) {
 	ctx := ctxT(t)
 	f := newFrontier(t, Options{Shards: 8})
-	if _, err := f.Add(ctx, 0, "http://a.example/1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{Force: true}); err != nil {
-		t.Fatal(err)
-	}
+	deletedUnder(t, f)
 	f.keptAt.Store(time.Now().UnixMilli()) // not known yet: the calls make keys again
 	var wg sync.WaitGroup
 	for g := range 16 {
@@ -390,8 +361,23 @@ func TestLeftoversOfConcurrentCallsExpire(t *testing.T) {
 func TestLostSettlementLooksAtOnce(t *testing.T) {
 	ctx := ctxT(t)
 	f := newFrontier(t, Options{Shards: 4})
-	if _, err := f.Add(ctx, 0, "http://a.example/1", "http://a.example/2"); err != nil {
-		t.Fatal(err)
+	it := deletedUnder(t, f)
+	if r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched}); !errors.Is(r.Settled, ErrLost) {
+		t.Fatalf("settlement after the delete: %v; want ErrLost", r.Settled)
+	}
+	if _, err := f.Add(ctx, 0, "http://b.example/1"); !errors.Is(err, ErrCrawlGone) {
+		t.Fatalf("the next call: %v; want ErrCrawlGone", err)
+	}
+}
+
+// deletedUnder seeds f's crawl with one URL, takes it (in flight, as a
+// worker's) and deletes the crawl under f, as delete --force does; it
+// returns the item.
+func deletedUnder(t *testing.T, f *Frontier) Item {
+	t.Helper()
+	ctx := ctxT(t)
+	if n, err := f.Add(ctx, 0, "http://a.example/1"); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
 	}
 	it, err := f.Next(ctx)
 	if err != nil {
@@ -400,10 +386,5 @@ func TestLostSettlementLooksAtOnce(t *testing.T) {
 	if _, err := Delete(ctx, f.rdb, f.o.Prefix, f.o.Crawl, DeleteOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if r := f.Settle(ctx, Settlement{Item: it, Outcome: Fetched}); !errors.Is(r.Settled, ErrLost) {
-		t.Fatalf("settlement after the delete: %v; want ErrLost", r.Settled)
-	}
-	if _, err := f.Add(ctx, 0, "http://b.example/1"); !errors.Is(err, ErrCrawlGone) {
-		t.Fatalf("the next call: %v; want ErrCrawlGone", err)
-	}
+	return it
 }

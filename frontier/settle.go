@@ -273,8 +273,7 @@ func (f *Frontier) send(ctx context.Context, also func(redis.Pipeliner) func() e
 	first := f.pipelined(ctx, also, adds...)
 	for _, c := range adds {
 		if err := c.cmd.Err(); err != nil && passing(err) {
-			own.cmd = redis.NewCmd(ctx)
-			own.cmd.SetErr(fmt.Errorf("%w: %w", errLinksLost, err))
+			own.withhold(ctx, fmt.Errorf("%w: %w", errLinksLost, err))
 			f.failed(own) // its refresh, if it asked for one, is still to do
 			return first
 		}
@@ -341,9 +340,8 @@ func (f *Frontier) again(ctx context.Context, c *call) (answer, error) {
 	}
 	f.sending.RLock() // as pipelined: expireLeftovers waits for it
 	defer f.sending.RUnlock()
-	if g := f.gone.Load(); g != nil {
-		c.cmd = redis.NewCmd(ctx)
-		c.cmd.SetErr(*g)
+	if err := f.goneErr(); err != nil {
+		c.withhold(ctx, err)
 		return f.answer(c)
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), againTimeout)

@@ -137,8 +137,8 @@ func (f *Frontier) layout(ctx context.Context) (*layout, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	if err := f.gone.Load(); err != nil {
-		return nil, *err
+	if err := f.goneErr(); err != nil {
+		return nil, err
 	}
 	if l := f.lay.Load(); l != nil {
 		return l, nil
@@ -238,8 +238,6 @@ func anyThere(looks []*redis.IntCmd) (bool, error) {
 	return false, nil
 }
 
-// unmakeEval deletes a crawl's meta (KEYS[1]) if its seen key is ARGV[1]:
-// the one a process made over a lost meta's shards (layout).
 // confirmEval takes a deleted crawl's tombstone (KEYS[2]) away and marks
 // the meta (KEYS[1]) confirmed, if it holds the seen key ARGV[1]: the
 // crawl made anew, once layout found no orphan in its way.
@@ -249,6 +247,8 @@ if redis.call('HGET', KEYS[1], 'seen_key') == ARGV[1] then
 end
 return 1`)
 
+// unmakeEval deletes a crawl's meta (KEYS[1]) if its seen key is ARGV[1]:
+// the one a process made over a lost meta's shards (layout).
 var unmakeEval = redis.NewScript(`if redis.call('HGET', KEYS[1], 'seen_key') == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
@@ -373,13 +373,11 @@ func (f *Frontier) keepCrawl(ctx context.Context, pipe redis.Pipeliner) ([]*call
 // the crawl (its tombstone is there) is not put back, and a meta with
 // another seen key than this process's is another crawl of the same name,
 // made since (confirmed by its maker's layout, or replacedAge old: an
-// unconfirmed younger one is looked at again then): either way keepMeta returns an error wrapping ErrCrawlGone, and
-// every later call of the Frontier fails with it. A refresh that fails
-// otherwise is let be: the next one looks again.
+// unconfirmed younger one is looked at again then): either way keepMeta
+// returns an error wrapping ErrCrawlGone, and every later call of the
+// Frontier fails with it. A refresh that fails otherwise is let be: the
+// next one looks again.
 func (f *Frontier) keepMeta(ctx context.Context, lay *layout) error {
-	if err := f.gone.Load(); err != nil {
-		return *err
-	}
 	f.rulesMu.Lock()
 	rules := ""
 	if f.rulesSet {
@@ -409,7 +407,16 @@ func (f *Frontier) keepMeta(ctx context.Context, lay *layout) error {
 	if f.gone.CompareAndSwap(nil, &err) {
 		f.leftovers.Store(true) // pipelined expires them once no call is on its way
 	}
-	return *f.gone.Load()
+	return f.goneErr()
+}
+
+// goneErr is the error every call fails with once keepMeta found the
+// crawl gone (wrapping ErrCrawlGone), or nil.
+func (f *Frontier) goneErr() error {
+	if err := f.gone.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // expireLeftovers gives every key of lay's shards that exists and has no
@@ -624,6 +631,13 @@ func (f *Frontier) failed(c *call) {
 	c.unkeep()
 }
 
+// withhold gives c, not sent, err for its outcome, as if Redis had
+// answered it so (unanswered then tells it apart from a lost reply).
+func (c *call) withhold(ctx context.Context, err error) {
+	c.cmd = redis.NewCmd(ctx)
+	c.cmd.SetErr(err)
+}
+
 // unkeep has the next call on c's shard ask for the refresh c asked for,
 // if any: c did not do it.
 func (c *call) unkeep() {
@@ -652,11 +666,9 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 	if also != nil {
 		after = also(pipe)
 	}
-	var gone error
 	f.sending.RLock()
-	if g := f.gone.Load(); g != nil {
-		gone = *g
-	} else if !allQuiet(calls) {
+	gone := f.goneErr()
+	if gone == nil && !allQuiet(calls) {
 		var refresh []*call
 		refresh, gone = f.keepCrawl(ctx, pipe)
 		calls = append(calls[:len(calls):len(calls)], refresh...) // a copy: the caller's slice is left as it was
@@ -666,8 +678,7 @@ func (f *Frontier) pipelined(ctx context.Context, also func(redis.Pipeliner) fun
 		// The crawl is gone (keepCrawl): nothing more of this process goes
 		// to its keys; also's commands (a permit's release) still do.
 		for _, c := range calls {
-			c.cmd = redis.NewCmd(ctx)
-			c.cmd.SetErr(gone)
+			c.withhold(ctx, gone)
 		}
 		f.comb.exec(ctx, f.rdb, pipe.Cmds())
 		if lay := f.lay.Load(); lay != nil && f.leftovers.CompareAndSwap(true, false) {
