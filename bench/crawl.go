@@ -35,6 +35,7 @@ type CrawlRow struct {
 	RobotsFetches  int64
 	RoundTrips     float64       // Redis round trips per page, robots.txt's excepted, counted by the crawler processes (0 for colly)
 	RedisCPU       time.Duration // Redis CPU per page (INFO cpu)
+	CPUMin, CPUMax time.Duration // the lowest and highest RedisCPU of the crawls the row is the median of
 	MachineBusy    float64       // share of this machine's CPU time busy during the crawl
 	HostSteal      float64       // share of this machine's CPU time the VM's host took during the crawl (steal)
 }
@@ -167,7 +168,9 @@ func medianOf(all []CrawlRow) CrawlRow {
 	slices.SortFunc(all, func(a, b CrawlRow) int { return cmp.Compare(a.Util, b.Util) })
 	m := all[len(all)/2]
 	m.Runs, m.UtilMin, m.UtilMax = len(all), all[0].Util, all[len(all)-1].Util
+	m.CPUMin, m.CPUMax = m.RedisCPU, m.RedisCPU
 	for _, r := range all {
+		m.CPUMin, m.CPUMax = min(m.CPUMin, r.RedisCPU), max(m.CPUMax, r.RedisCPU)
 		m.MaxAtOnce, m.OverCap, m.Disallowed = max(m.MaxAtOnce, r.MaxAtOnce), max(m.OverCap, r.OverCap), max(m.Disallowed, r.Disallowed)
 		m.Impolite = max(m.Impolite, r.Impolite)
 	}

@@ -39,7 +39,33 @@ func (r *Report) crawlSection(p func(string, ...any)) {
 		p("What one Redis core serves at the crawls' own rate and cost per page (all of that mode's crawls, weighted by pages): %s. With Redis Cluster it grows ×M masters, as long as sites spread over them: the frontier and the semaphores are both split by site.", strings.Join(parts, ", "))
 		p("")
 	}
+	r.ownCoreSection(p)
 	r.busySection(p)
+}
+
+// ownCoreSection shows the crawls with Redis on a CPU of its own
+// (OwnCore), or why they are missing.
+func (r *Report) ownCoreSection(p func(string, ...any)) {
+	if r.OwnCoreNot != "" {
+		p("Redis on a CPU of its own is not measured in this run: %s.", r.OwnCoreNot)
+		p("")
+		return
+	}
+	if len(r.OwnCore) == 0 {
+		return
+	}
+	p("### Redis on a CPU of its own")
+	p("")
+	p("Above, Redis shares this machine's CPUs with the crawler processes and the test sites: between its pages their work fills the caches Redis's next page needs, and the kernel moves Redis from CPU to CPU. Where Redis runs in production it has a machine, or at least a core, of its own. The same crawl, 1 process in each mode, with every thread of Redis on the last CPU alone and the bench, its test sites and the crawler processes on the others (`sched_setaffinity`; undone after), each row the median of %d crawls by rate; the rate is not a goal here, as the crawl has one CPU fewer than the rows above:", r.OwnCore[0].Runs)
+	p("")
+	crawlTable(p, r.OwnCore)
+	p("")
+	var parts []string
+	for _, x := range r.OwnCore {
+		parts = append(parts, fmt.Sprintf("%s mode **%s** a page (%s–%s over its crawls): one Redis core serves **%.0f pages/s**", x.Mode, us(x.RedisCPU), us(x.CPUMin), us(x.CPUMax), float64(time.Second)/float64(max(x.RedisCPU, 1))))
+	}
+	p("Redis CPU per page with a CPU of its own: %s (×M masters on a Cluster, as long as sites spread over them). Goal: %s, as for the rows above.", strings.Join(parts, "; "), goals.crawlCPU.short())
+	p("")
 }
 
 // busySection says what a busy Redis spends a page (Busy) and what a wake

@@ -43,8 +43,10 @@ type Report struct {
 	Footprint   *Footprint
 	Crawl       []CrawlRow // polite rows by processes and mode, then colly alone
 	CrawlSpec   CrawlSpec
-	Busy        []BusyRow // a crawl of each mode replayed back to back: what a busy Redis spends a page
-	Wake        *WakeCost // what a wake costs this Redis
+	Busy        []BusyRow  // a crawl of each mode replayed back to back: what a busy Redis spends a page
+	Wake        *WakeCost  // what a wake costs this Redis
+	OwnCore     []CrawlRow // 1 process of each mode with Redis on a CPU of its own
+	OwnCoreNot  string     // why OwnCore is missing, or ""
 	Scale       []CrawlRow
 	Seen        *SeenRow
 	Cluster     []ClusterRow
@@ -65,7 +67,7 @@ func (r *Report) SafetyHeld() bool {
 			return false
 		}
 	}
-	crawls := slices.Concat(r.Crawl, r.Scale, r.Healthy)
+	crawls := slices.Concat(r.Crawl, r.OwnCore, r.Scale, r.Healthy)
 	for _, c := range r.Cluster {
 		crawls = append(crawls, c.CrawlRow)
 	}

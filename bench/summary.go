@@ -48,6 +48,13 @@ func (r *Report) crawlSummary(w io.Writer) {
 		fmt.Fprintf(w, "  redis core  %-28s %s Redis CPU per page at the crawls' rate: one Redis core serves %.0f pages/s (×M masters, as long as sites spread over them)\n",
 			"polite "+x.Mode, x.CPU.Round(time.Microsecond), x.PagesSec)
 	}
+	for _, x := range r.OwnCore {
+		fmt.Fprintf(w, "  redis own   %-28s %s Redis CPU per page (%s–%s) with Redis on a CPU of its own: one Redis core serves %.0f pages/s\n",
+			"polite "+x.Mode, x.RedisCPU.Round(time.Microsecond), x.CPUMin.Round(time.Microsecond), x.CPUMax.Round(time.Microsecond), float64(time.Second)/float64(max(x.RedisCPU, 1)))
+	}
+	if r.OwnCoreNot != "" {
+		fmt.Fprintf(w, "  redis own   not measured: %s\n", r.OwnCoreNot)
+	}
 	for _, x := range r.Busy {
 		if x.NotMeasured != "" {
 			fmt.Fprintf(w, "  redis busy  %-28s not measured: %s\n", "polite "+x.Mode, x.NotMeasured)

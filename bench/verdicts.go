@@ -90,6 +90,12 @@ func (r *Report) crawlVerdicts() []verdict {
 			verdict{"crawl politeness, " + x.Name, goals.impolite.String(), fmt.Sprintf("%d (%d disallowed requests)", x.Impolite, x.Disallowed),
 				goals.impolite.met(float64(x.Impolite))})
 	}
+	for _, x := range r.OwnCore {
+		cpu := goals.crawlCPU
+		got := fmt.Sprintf("%s (median of %d, %s–%s)%s", us(x.RedisCPU), x.Runs, us(x.CPUMin), us(x.CPUMax), hostNote(x.HostSteal, "its median crawl", stealUnknown, ""))
+		v = append(v, verdict{"crawl cost, " + x.Name, cpu.bound() + " Redis CPU per page", got, cpu.met(float64(x.RedisCPU))},
+			verdict{"crawl cap, " + x.Name, goals.overCap.String(), fmt.Sprintf("most %d (cap %d), %d over", x.MaxAtOnce, x.Cap, x.OverCap), x.keptCap()})
+	}
 	return v
 }
 
