@@ -57,7 +57,7 @@ func (r *Report) markdown(w io.Writer) {
 		p("| %s | %s |", k, r.Machine[k])
 	}
 	p("")
-	p("Redis, the test sites and every worker process share this machine. Redis is a private redis-server on loopback; worker processes are this binary (`crawler bench-worker`, `crawler run`, `crawler bench-colly`). \"The book\" is a faithful port of Redis in Action 6.3 (`internal/riabook`): the worker's own clock, polling every 1 ms, as its callers must.")
+	p("Redis, the test sites and every worker process share this machine and its CPUs (but for the crawls of \"Redis on a CPU of its own\", which give Redis one of them alone). Redis is a private redis-server on loopback; worker processes are this binary (`crawler bench-worker`, `crawler run`, `crawler bench-colly`). \"The book\" is a faithful port of Redis in Action 6.3 (`internal/riabook`): the worker's own clock, polling every 1 ms, as its callers must.")
 	p("")
 	r.goalsSection(p)
 	r.limiterSection(p)

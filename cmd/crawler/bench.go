@@ -37,7 +37,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "small counts, under a minute: a smoke run (CI); figures are not worth quoting")
 	out := fs.String("out", ".", "directory for BENCHMARKS.md and its SVG charts")
-	redisAddr := fs.String("redis", "", "host:port (or redis://host:port) of a redis-server of the bench's own (it is FLUSHALLed, its scripts and functions flushed, and MONITORed for a while); default: start a private one")
+	redisAddr := fs.String("redis", "", "host:port (or redis://host:port) of a redis-server of the bench's own (it is FLUSHALLed, its scripts and functions flushed, MONITORed for a while and, on this machine, pinned to one CPU for a few crawls); default: start a private one")
 	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(bench.Sections, ",")+" (default all)")
 	fs.Usage = func() { printUsage(fs, benchUsage) }
 	if err := parseFlags(fs, args); err != nil {

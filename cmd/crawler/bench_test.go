@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,6 +67,17 @@ func TestBenchQuick(t *testing.T) {
 	busy := regexp.MustCompile(`(?m)^\s+redis busy\s+polite (locked|atomic)\s+[\d.]+(µs|ms) Redis CPU per page replayed back to back \(50 to a round trip\): a busy Redis core serves at most [1-9]\d* pages/s$`)
 	if m := busy.FindAllStringSubmatch(string(stdout), -1); len(m) != 2 || m[0][1] != "locked" || m[1][1] != "atomic" {
 		t.Errorf("redis busy lines %q, want one for each mode with a cost:\n%s", m, stdout)
+	}
+	// Redis on a CPU of its own: a line for each mode where this machine
+	// has two CPUs or more for the test, else the reason.
+	own := regexp.MustCompile(`(?m)^\s+redis own\s+(?:polite (locked|atomic)\s+[1-9][\d.]*(µs|ms) Redis CPU per page \([\d.]+(µs|ms)–[\d.]+(µs|ms)\) with Redis on a CPU of its own: one Redis core serves [1-9]\d* pages/s|not measured: (.*))$`)
+	m = own.FindAllStringSubmatch(string(stdout), -1)
+	cpus := runtime.NumCPU() // those this process may use, as the bench's
+	switch {
+	case cpus >= 2 && (len(m) != 2 || m[0][1] != "locked" || m[1][1] != "atomic"):
+		t.Errorf("redis own lines %q on %d CPUs, want one for each mode with a cost:\n%s", m, cpus, stdout)
+	case cpus < 2 && (len(m) != 1 || !strings.Contains(m[0][5], "one of its own")):
+		t.Errorf("redis own lines %q on 1 CPU, want the reason:\n%s", m, stdout)
 	}
 	if !regexp.MustCompile(`(?m)^\s+redis wake\s+a PING costs Redis [1-9][\d.]*(µs|ms) of CPU from 1 client at a time, [\d.]+(µs|ms|s) from 50 at once$`).Match(stdout) {
 		t.Errorf("no redis wake line:\n%s", stdout)
