@@ -410,6 +410,26 @@ func (f *Frontier) Exists(ctx context.Context) (bool, error) {
 	return n == 1, nil
 }
 
+// DeletedError tells a process that finds its crawl done (Exists false)
+// whether the crawl was deleted under it: an error wrapping ErrCrawlGone,
+// as its calls would have failed with had they looked in time, when the
+// crawl's meta is gone and the tombstone Delete leaves is there. It is
+// nil when the meta is there, when it went without a tombstone (Redis
+// lost it, or it was deleted by hand: what Exists alone tells), and when
+// Redis cannot be asked.
+func (f *Frontier) DeletedError(ctx context.Context) error {
+	if f.err != nil {
+		return nil
+	}
+	pipe := f.rdb.Pipeline()
+	meta, tomb := pipe.Exists(ctx, f.meta), pipe.Exists(ctx, f.tomb)
+	if _, err := pipe.Exec(ctx); err != nil || meta.Val() != 0 || tomb.Val() != 1 {
+		return nil
+	}
+	return fmt.Errorf("%w: crawl %s under prefix %s was deleted (crawler delete) while this process worked on it, and what was queued went with it; a process started now works on the crawl as it is now",
+		ErrCrawlGone, f.o.Crawl, f.o.Prefix)
+}
+
 // Options are the frontier's settings, defaults filled in. Shards is what
 // this process asked for; the crawl's own count is in Stats.
 func (f *Frontier) Options() Options { return f.o }

@@ -220,6 +220,26 @@ func TestDeletedCrawlStopsItsProcess(t *testing.T) {
 	}
 }
 
+// DeletedError tells a deleted crawl (meta gone, tombstone there) from one
+// that is there and from one whose keys went without a tombstone (lost).
+func TestDeletedError(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFrontier(t, Options{Shards: 4})
+	if err := f.DeletedError(ctx); err != nil {
+		t.Fatalf("before the delete: %v", err)
+	}
+	deletedUnder(t, f)
+	if err := f.DeletedError(ctx); !errors.Is(err, ErrCrawlGone) || !strings.Contains(err.Error(), "was deleted (crawler delete)") {
+		t.Fatalf("after the delete: %v; want ErrCrawlGone", err)
+	}
+	if err := f.rdb.Del(ctx, f.tomb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.DeletedError(ctx); err != nil {
+		t.Fatalf("keys gone without a tombstone (lost): %v; want nil", err)
+	}
+}
+
 // A process whose crawl was deleted and made anew by another process (it
 // has another seen key) stops at its next refresh, and leaves the new
 // crawl as it is; the new crawl took the tombstone away and confirmed its

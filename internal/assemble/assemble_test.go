@@ -164,24 +164,41 @@ func TestCrawlFromSettings(t *testing.T) {
 	}
 }
 
-// A crawl deleted under its process looks done to it: it says its keys
-// went, rather than only that it finished.
+// A crawl deleted under its process looks done to it when it had no
+// fetch in flight: Run then fails as the process would have mid-crawl
+// (frontier.ErrCrawlGone), so crawler run exits 1, rather than finish.
+// One whose keys Redis lost (no tombstone) only warns: its state went
+// with Redis.
 func TestCrawlDeletedUnderRunIsTold(t *testing.T) {
-	cfg := settings(t)
-	c, logs := build(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := c.Seed(ctx, []string{"http://a.test/", "http://b.test/"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := frontier.Delete(ctx, srv.Client(), cfg.Prefix, cfg.Crawl, frontier.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Run(ctx, nil); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if !strings.Contains(logs.String(), "the crawl's keys are gone") || !strings.Contains(logs.String(), "crawl finished") {
-		t.Errorf("the log does not say the crawl's keys went:\n%s", logs)
+	for _, lost := range []bool{false, true} {
+		cfg := settings(t)
+		c, logs := build(t, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.Seed(ctx, []string{"http://a.test/", "http://b.test/"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := frontier.Delete(ctx, srv.Client(), cfg.Prefix, cfg.Crawl, frontier.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if lost { // as if Redis lost the keys: no tombstone
+			if n, err := srv.Client().Del(ctx, cfg.Prefix+":{crawl:"+cfg.Crawl+"}:deleted").Result(); n != 1 || err != nil {
+				t.Fatalf("deleting the tombstone: %d, %v", n, err)
+			}
+		}
+		err := c.Run(ctx, nil)
+		if lost {
+			if err != nil || !strings.Contains(logs.String(), "the crawl's keys are gone: Redis lost them") || !strings.Contains(logs.String(), "crawl finished") {
+				t.Errorf("lost keys: Run = %v; the log does not say the crawl's keys went:\n%s", err, logs)
+			}
+			continue
+		}
+		if !errors.Is(err, frontier.ErrCrawlGone) || !strings.Contains(err.Error(), "was deleted (crawler delete)") {
+			t.Errorf("deleted: Run = %v, want frontier.ErrCrawlGone saying it was deleted", err)
+		}
+		if strings.Contains(logs.String(), "keys are gone") || !strings.Contains(logs.String(), "crawl finished") {
+			t.Errorf("deleted: the log warns of lost keys, or does not say the crawl finished:\n%s", logs)
+		}
 	}
 }
 

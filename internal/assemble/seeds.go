@@ -95,9 +95,11 @@ const goneTimeout = 5 * time.Second
 // Run crawls until the crawl is done for the whole fleet (or forever with
 // --forever) or ctx ends (crawl.Crawler.Run). Beside the crawl it runs
 // watch, when not nil, with a channel closed once the crawl is over;
-// when both have returned, it logs what this process did, and warns when
-// a crawl that ended by itself has no keys left (deleted, or lost by
-// Redis, under the process). When the crawl
+// when both have returned, it logs what this process did. A crawl that
+// ended by itself but has no keys left went from under the process: when
+// crawler delete deleted it, Run returns an error wrapping
+// frontier.ErrCrawlGone (Frontier.DeletedError), as when the process
+// finds that out mid-crawl; when Redis lost them, it warns. When the crawl
 // ended by itself and every seed this process gave turned out
 // unreachable, it returns crawl.Crawler.SeedsFailed's error; when Redis's
 // ACL stopped it (crawl.ErrRefused), that error with what the user lacks
@@ -115,10 +117,15 @@ func (c *Crawl) Run(ctx context.Context, watch func(ctx context.Context, over <-
 		// Done: but a crawl deleted under this process (between its
 		// fetches: delete refuses only fetches in flight), or whose keys
 		// Redis lost, looks done too.
+		// Deleted with crawler delete, it is an error (Run's, as when the
+		// process finds out mid-crawl: frontier.ErrCrawlGone); lost, a
+		// warning, as the crawl's state went with Redis.
 		lctx, cancel := context.WithTimeout(ctx, goneTimeout)
 		if ok, xerr := c.Frontier.Exists(lctx); xerr == nil && !ok {
-			c.log.Warn("the crawl's keys are gone: it was deleted (crawler delete) or Redis lost them while this process worked on it, "+
-				"and what was queued went with them", "crawl", c.cfg.Crawl)
+			if err = c.Frontier.DeletedError(lctx); err == nil {
+				c.log.Warn("the crawl's keys are gone: Redis lost them (a restart without its data, a failover) or they were deleted by hand "+
+					"while this process worked on it, and what was queued went with them", "crawl", c.cfg.Crawl)
+			}
 		}
 		cancel()
 	}
