@@ -33,6 +33,7 @@ type Deleted struct {
 	Queues   int // per-site queue keys named by a ready set or found by the SCAN
 	Shards   int
 	InFlight int64
+	Queued   int64 // URLs queued (not in flight) when Delete read the crawl
 	// Registered is whether the registry had an entry for the crawl (it is
 	// removed too).
 	Registered bool
@@ -74,7 +75,7 @@ func Delete(ctx context.Context, rdb redis.Cmdable, prefix, crawl string, o Dele
 		if err != nil {
 			return fail(err)
 		}
-		if d.InFlight, err = addShardKeys(ctx, rdb, lay, keys); err != nil {
+		if d.InFlight, d.Queued, err = addShardKeys(ctx, rdb, lay, keys); err != nil {
 			return fail(err)
 		}
 		if d.InFlight > 0 && !o.Force {
@@ -95,7 +96,11 @@ func Delete(ctx context.Context, rdb redis.Cmdable, prefix, crawl string, o Dele
 	if o.DryRun {
 		return d, nil
 	}
-	if err := unlinkKeys(ctx, rdb, reg, crawl, keys, tags, prefix+":"+crawlTag+"deleted", max(m.TTL, tombTTL)); err != nil {
+	tomb := tombWorkLeft
+	if f != nil && d.InFlight == 0 && d.Queued == 0 {
+		tomb = tombDone
+	}
+	if err := unlinkKeys(ctx, rdb, reg, crawl, keys, tags, prefix+":"+crawlTag+"deleted", tomb, max(m.TTL, tombTTL)); err != nil {
 		return fail(err)
 	}
 	return d, nil
@@ -109,6 +114,15 @@ func Delete(ctx context.Context, rdb redis.Cmdable, prefix, crawl string, o Dele
 // gone: keepMeta) and stop rather than put the meta back. A process that
 // makes a crawl of the name anew removes it (layout).
 const tombTTL = 10 * time.Minute
+
+// The tombstone's value: whether the crawl had work left when Delete
+// deleted it (URLs queued or in flight, or a crawl Delete could not read),
+// or was done. A process that finds its crawl done and its meta gone tells
+// by it whether it was deleted from under it (Frontier.WhyGone).
+const (
+	tombWorkLeft = "1"
+	tombDone     = "done"
+)
 
 // slotKeys are keys by hash tag, so that each UNLINK stays in one slot.
 type slotKeys map[string][]string
@@ -124,7 +138,7 @@ func (s slotKeys) add(keys ...string) {
 // addShardKeys adds the keys of every shard of lay: its fixed keys,
 // overflow, seen buckets, and the queues its ready set names. It returns
 // the items in flight, read in the same round trip.
-func addShardKeys(ctx context.Context, rdb redis.Cmdable, lay *layout, keys slotKeys) (int64, error) {
+func addShardKeys(ctx context.Context, rdb redis.Cmdable, lay *layout, keys slotKeys) (inFlight, queued int64, err error) {
 	pipe := rdb.Pipeline()
 	read := queueStats(ctx, pipe, lay)
 	ready := make([]*redis.StringSliceCmd, len(lay.shards))
@@ -132,7 +146,7 @@ func addShardKeys(ctx context.Context, rdb redis.Cmdable, lay *layout, keys slot
 		ready[i] = pipe.ZRange(ctx, sh.keys[0], 0, -1)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for i, sh := range lay.shards {
 		keys.add(sh.keys...)
@@ -146,7 +160,8 @@ func addShardKeys(ctx context.Context, rdb redis.Cmdable, lay *layout, keys slot
 			}
 		}
 	}
-	return read().InFlight, nil
+	st := read()
+	return st.InFlight, st.Queued, nil
 }
 
 // addScannedKeys adds the keys only a SCAN finds, each SCAN bounded by
@@ -205,11 +220,11 @@ func countKeys(ctx context.Context, rdb redis.Cmdable, reg, crawl string, keys s
 
 // unlinkKeys UNLINKs keys, tag by tag in chunks of 256, and removes crawl
 // from the registry reg, in one round trip.
-func unlinkKeys(ctx context.Context, rdb redis.Cmdable, reg, crawl string, keys slotKeys, tags []string, tomb string, tombFor time.Duration) error {
+func unlinkKeys(ctx context.Context, rdb redis.Cmdable, reg, crawl string, keys slotKeys, tags []string, tomb, tombValue string, tombFor time.Duration) error {
 	pipe := rdb.Pipeline()
 	// Before the meta goes: a process refreshing it between the two finds
 	// it still there, and the tombstone at its next refresh.
-	pipe.Set(ctx, tomb, "1", tombFor)
+	pipe.Set(ctx, tomb, tombValue, tombFor)
 	for _, tag := range tags {
 		for ks := range slices.Chunk(keys[tag], 256) {
 			pipe.Unlink(ctx, ks...)

@@ -410,23 +410,35 @@ func (f *Frontier) Exists(ctx context.Context) (bool, error) {
 	return n == 1, nil
 }
 
-// DeletedError tells a process that finds its crawl done (Exists false)
-// whether the crawl was deleted under it: an error wrapping ErrCrawlGone,
-// as its calls would have failed with had they looked in time, when the
-// crawl's meta is gone and the tombstone Delete leaves is there. It is
-// nil when the meta is there, when it went without a tombstone (Redis
-// lost it, or it was deleted by hand: what Exists alone tells), and when
-// Redis cannot be asked.
-func (f *Frontier) DeletedError(ctx context.Context) error {
+// Why a crawl's meta went (WhyGone).
+const (
+	GoneNot      = ""         // the meta is there, or Redis could not be asked
+	GoneDeleted  = "deleted"  // crawler delete deleted it with URLs queued or in flight (Force)
+	GoneFinished = "finished" // crawler delete deleted it once nothing was queued or in flight
+	GoneLost     = "lost"     // no tombstone: Redis lost it (a restart without its data), or it was deleted by hand
+)
+
+// WhyGone tells a process that finds its crawl done whether and how its
+// keys went from under it, by the crawl's meta and the tombstone Delete
+// leaves (whose value says whether the crawl had work left). For
+// GoneDeleted it returns an error wrapping ErrCrawlGone, as the process's
+// calls would have failed with had they looked in time; else nil.
+func (f *Frontier) WhyGone(ctx context.Context) (string, error) {
 	if f.err != nil {
-		return nil
+		return GoneNot, nil
 	}
 	pipe := f.rdb.Pipeline()
-	meta, tomb := pipe.Exists(ctx, f.meta), pipe.Exists(ctx, f.tomb)
-	if _, err := pipe.Exec(ctx); err != nil || meta.Val() != 0 || tomb.Val() != 1 {
-		return nil
+	meta, tomb := pipe.Exists(ctx, f.meta), pipe.Get(ctx, f.tomb)
+	_, err := pipe.Exec(ctx)
+	switch {
+	case err != nil && !errors.Is(err, redis.Nil), meta.Val() != 0:
+		return GoneNot, nil
+	case tomb.Err() != nil:
+		return GoneLost, nil
+	case tomb.Val() == tombDone:
+		return GoneFinished, nil
 	}
-	return fmt.Errorf("%w: crawl %s under prefix %s was deleted (crawler delete) while this process worked on it, and what was queued went with it; a process started now works on the crawl as it is now",
+	return GoneDeleted, fmt.Errorf("%w: crawl %s under prefix %s was deleted (crawler delete) while this process worked on it, with URLs queued or in flight, which went with it; a process started now works on the crawl as it is now",
 		ErrCrawlGone, f.o.Crawl, f.o.Prefix)
 }
 

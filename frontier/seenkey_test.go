@@ -220,23 +220,52 @@ func TestDeletedCrawlStopsItsProcess(t *testing.T) {
 	}
 }
 
-// DeletedError tells a deleted crawl (meta gone, tombstone there) from one
-// that is there and from one whose keys went without a tombstone (lost).
-func TestDeletedError(t *testing.T) {
+// WhyGone tells a crawl deleted with work left (meta gone, the tombstone
+// saying so) from one deleted once done, from one whose keys went without
+// a tombstone (lost), and from one that is there.
+func TestWhyGone(t *testing.T) {
 	ctx := ctxT(t)
 	f := newFrontier(t, Options{Shards: 4})
-	if err := f.DeletedError(ctx); err != nil {
-		t.Fatalf("before the delete: %v", err)
+	if n, err := f.Add(ctx, 0, "http://b.example/1"); err != nil || n != 1 {
+		t.Fatalf("Add: %d, %v", n, err)
 	}
-	deletedUnder(t, f)
-	if err := f.DeletedError(ctx); !errors.Is(err, ErrCrawlGone) || !strings.Contains(err.Error(), "was deleted (crawler delete)") {
-		t.Fatalf("after the delete: %v; want ErrCrawlGone", err)
+	if why, err := f.WhyGone(ctx); why != GoneNot || err != nil {
+		t.Fatalf("before the delete: %q, %v", why, err)
+	}
+	deletedUnder(t, f) // an item in flight: Force
+	if why, err := f.WhyGone(ctx); why != GoneDeleted || !errors.Is(err, ErrCrawlGone) || !strings.Contains(err.Error(), "was deleted (crawler delete)") {
+		t.Fatalf("after the delete: %q, %v; want deleted, ErrCrawlGone", why, err)
 	}
 	if err := f.rdb.Del(ctx, f.tomb).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.DeletedError(ctx); err != nil {
-		t.Fatalf("keys gone without a tombstone (lost): %v; want nil", err)
+	if why, err := f.WhyGone(ctx); why != GoneLost || err != nil {
+		t.Fatalf("keys gone without a tombstone: %q, %v; want lost", why, err)
+	}
+
+	// Queued but nothing in flight is work left too; nothing left, done.
+	for _, queued := range []bool{true, false} {
+		g := newFrontier(t, Options{Shards: 4})
+		if n, err := g.Add(ctx, 0, "http://a.example/1"); err != nil || n != 1 {
+			t.Fatalf("Add: %d, %v", n, err)
+		}
+		if !queued {
+			it, err := g.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Done(ctx, it); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, err := Delete(ctx, g.rdb, g.o.Prefix, g.o.Crawl, DeleteOptions{})
+		if err != nil || d.Queued != map[bool]int64{true: 1, false: 0}[queued] {
+			t.Fatalf("Delete (queued %v): %+v, %v", queued, d, err)
+		}
+		want := map[bool]string{true: GoneDeleted, false: GoneFinished}[queued]
+		if why, err := g.WhyGone(ctx); why != want || (err != nil) != queued {
+			t.Fatalf("deleted with queued %v: %q, %v; want %q", queued, why, err, want)
+		}
 	}
 }
 

@@ -433,7 +433,7 @@ func (f *Frontier) expireLeftovers(ctx context.Context, lay *layout) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leftoversTimeout)
 	defer cancel()
 	keys := slotKeys{}
-	if _, err := addShardKeys(ctx, f.rdb, lay, keys); err != nil {
+	if _, _, err := addShardKeys(ctx, f.rdb, lay, keys); err != nil {
 		return
 	}
 	pipe := f.rdb.Pipeline()

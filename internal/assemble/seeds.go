@@ -98,8 +98,9 @@ const goneTimeout = 5 * time.Second
 // when both have returned, it logs what this process did. A crawl that
 // ended by itself but has no keys left went from under the process: when
 // crawler delete deleted it, Run returns an error wrapping
-// frontier.ErrCrawlGone (Frontier.DeletedError), as when the process
-// finds that out mid-crawl; when Redis lost them, it warns. When the crawl
+// frontier.ErrCrawlGone (Frontier.WhyGone), as when the process finds
+// that out mid-crawl, unless the crawl was done when deleted; when Redis
+// lost them, it warns. When the crawl
 // ended by itself and every seed this process gave turned out
 // unreachable, it returns crawl.Crawler.SeedsFailed's error; when Redis's
 // ACL stopped it (crawl.ErrRefused), that error with what the user lacks
@@ -116,16 +117,18 @@ func (c *Crawl) Run(ctx context.Context, watch func(ctx context.Context, over <-
 	if err == nil && ctx.Err() == nil && !c.cfg.Forever {
 		// Done: but a crawl deleted under this process (between its
 		// fetches: delete refuses only fetches in flight), or whose keys
-		// Redis lost, looks done too.
-		// Deleted with crawler delete, it is an error (Run's, as when the
-		// process finds out mid-crawl: frontier.ErrCrawlGone); lost, a
+		// Redis lost, looks done too. Deleted with work left, it is an
+		// error (Run's, as when the process finds out mid-crawl:
+		// frontier.ErrCrawlGone); deleted once done, it is done; lost, a
 		// warning, as the crawl's state went with Redis.
 		lctx, cancel := context.WithTimeout(ctx, goneTimeout)
-		if ok, xerr := c.Frontier.Exists(lctx); xerr == nil && !ok {
-			if err = c.Frontier.DeletedError(lctx); err == nil {
-				c.log.Warn("the crawl's keys are gone: Redis lost them (a restart without its data, a failover) or they were deleted by hand "+
-					"while this process worked on it, and what was queued went with them", "crawl", c.cfg.Crawl)
-			}
+		var why string
+		switch why, err = c.Frontier.WhyGone(lctx); why {
+		case frontier.GoneLost:
+			c.log.Warn("the crawl's keys are gone: Redis lost them (a restart without its data, a failover) or they were deleted by hand "+
+				"while this process worked on it, and what was queued went with them", "crawl", c.cfg.Crawl)
+		case frontier.GoneFinished:
+			c.log.Info("the crawl was deleted (crawler delete) once it was done", "crawl", c.cfg.Crawl)
 		}
 		cancel()
 	}
