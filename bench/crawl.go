@@ -164,12 +164,19 @@ func perCoreByMode(rows []CrawlRow) []perCore {
 // medianOf is the crawl of all with the median utilisation, with the range
 // of all and the worst of their safety figures.
 func medianOf(all []CrawlRow) CrawlRow {
+	return medianBy(all, func(r CrawlRow) float64 { return r.Util })
+}
+
+// medianBy is the crawl of all with the median key, with the range of
+// all's utilisation and Redis CPU, and the worst of their safety figures.
+func medianBy(all []CrawlRow, key func(CrawlRow) float64) CrawlRow {
 	all = slices.Clone(all)
-	slices.SortFunc(all, func(a, b CrawlRow) int { return cmp.Compare(a.Util, b.Util) })
+	slices.SortFunc(all, func(a, b CrawlRow) int { return cmp.Compare(key(a), key(b)) })
 	m := all[len(all)/2]
-	m.Runs, m.UtilMin, m.UtilMax = len(all), all[0].Util, all[len(all)-1].Util
-	m.CPUMin, m.CPUMax = m.RedisCPU, m.RedisCPU
+	m.Runs = len(all)
+	m.UtilMin, m.UtilMax, m.CPUMin, m.CPUMax = m.Util, m.Util, m.RedisCPU, m.RedisCPU
 	for _, r := range all {
+		m.UtilMin, m.UtilMax = min(m.UtilMin, r.Util), max(m.UtilMax, r.Util)
 		m.CPUMin, m.CPUMax = min(m.CPUMin, r.RedisCPU), max(m.CPUMax, r.RedisCPU)
 		m.MaxAtOnce, m.OverCap, m.Disallowed = max(m.MaxAtOnce, r.MaxAtOnce), max(m.OverCap, r.OverCap), max(m.Disallowed, r.Disallowed)
 		m.Impolite = max(m.Impolite, r.Impolite)

@@ -56,7 +56,7 @@ func (r *Report) ownCoreSection(p func(string, ...any)) {
 	}
 	p("### Redis on a CPU of its own")
 	p("")
-	p("Above, Redis shares this machine's CPUs with the crawler processes and the test sites: between its pages their work fills the caches Redis's next page needs, and the kernel moves Redis from CPU to CPU. Where Redis runs in production it has a machine, or at least a core, of its own. The same crawl, 1 process in each mode, with every thread of Redis on the last CPU alone and the bench, its test sites and the crawler processes on the others (`sched_setaffinity`; undone after), each row the median of %d crawls by rate; the rate is not a goal here, as the crawl has one CPU fewer than the rows above:", r.OwnCore[0].Runs)
+	p("Above, Redis shares this machine's CPUs with the crawler processes and the test sites: between its pages their work fills the caches Redis's next page needs, and the kernel moves Redis from CPU to CPU. Where Redis runs in production it has a machine, or at least a core, of its own. The same crawl, 1 process in each mode, with every thread of Redis on one CPU and the bench, its test sites and the crawler processes on the others (`sched_setaffinity`, undone after; nothing else this machine runs is kept off Redis's CPU, and where CPUs are SMT siblings Redis's shares its core), each row the crawl of median Redis CPU of %d; the rate is not a goal here, as the crawl has one CPU fewer than the rows above:", r.OwnCore[0].Runs)
 	p("")
 	crawlTable(p, r.OwnCore)
 	p("")

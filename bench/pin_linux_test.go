@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,32 +35,35 @@ func threadCPUs(t *testing.T, pid int) map[int][]int {
 
 // pinRedis puts every thread of the redis-server on the last CPU and every
 // thread of this process, and a process it starts, on the others; undo
-// puts both back. On a machine of one CPU it refuses, changing nothing.
+// puts each thread back on the CPUs it had, a thread's own as well. On a
+// machine of one CPU it refuses, changing nothing.
 func TestPinRedis(t *testing.T) {
 	srv, err := redistest.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	rdb := srv.Client()
-	defer rdb.Close()
-	ctx := context.Background()
 	var all unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &all); err != nil {
 		t.Fatal(err)
 	}
 	cpus := cpuList(&all)
-	pid, err := localRedisPID(ctx, rdb, srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	redisWas := threadCPUs(t, pid)
-	undo, err := pinRedis(ctx, rdb, srv.Addr)
-	if len(cpus) < 2 {
-		if err == nil || !strings.Contains(err.Error(), "one of its own") {
-			t.Fatalf("pinRedis on %d CPU: %v, want a refusal", len(cpus), err)
+	pid := srv.PID()
+	if len(cpus) >= 2 {
+		// One Redis thread on a CPU set of its own, which undo must keep.
+		var one unix.CPUSet
+		one.Set(cpus[0])
+		if err := unix.SchedSetaffinity(pid, &one); err != nil {
+			t.Fatal(err)
 		}
-		if got := threadCPUs(t, pid); len(got) != len(redisWas) {
+	}
+	redisWas, benchWas := threadCPUs(t, pid), threadCPUs(t, os.Getpid())
+	undo, err := pinRedis(pid)
+	if len(cpus) < 2 {
+		if err == nil || !strings.Contains(err.Error(), "one of its own") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("pinRedis on %d CPU: %v, want a one-line refusal", len(cpus), err)
+		}
+		if got := threadCPUs(t, pid); !maps.EqualFunc(got, redisWas, slices.Equal) {
 			t.Fatalf("a refused pin changed Redis's threads: %v, was %v", got, redisWas)
 		}
 		return
@@ -101,24 +104,37 @@ func TestPinRedis(t *testing.T) {
 			t.Errorf("after undo, Redis thread %d on CPUs %v, was %v", tid, c, was)
 		}
 	}
+	if c := threadCPUs(t, pid)[pid]; !slices.Equal(c, []int{cpus[0]}) {
+		t.Errorf("after undo, Redis's main thread on CPUs %v, want its own [%d] back", c, cpus[0])
+	}
 	for tid, c := range threadCPUs(t, os.Getpid()) {
-		if !slices.Equal(c, cpus) {
-			t.Errorf("after undo, bench thread %d on CPUs %v, want %v", tid, c, cpus)
+		if was, ok := benchWas[tid]; ok && !slices.Equal(c, was) {
+			t.Errorf("after undo, bench thread %d on CPUs %v, was %v", tid, c, was)
 		}
 	}
 }
 
-// A Redis whose address is not on loopback is not pinned: it may run on
-// another machine, whose process IDs mean nothing here.
-func TestPinRedisRefusesRemote(t *testing.T) {
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
+// A Redis the bench did not start (--redis: pid 0) is not pinned, nor is
+// anything else.
+func TestPinRedisRefusesOthers(t *testing.T) {
+	was := threadCPUs(t, os.Getpid())
+	if _, err := pinRedis(0); err == nil || !strings.Contains(err.Error(), "only a redis-server it started itself") {
+		t.Fatalf("pinRedis(0): %v, want a refusal", err)
 	}
-	defer srv.Close()
-	rdb := srv.Client()
-	defer rdb.Close()
-	if _, err := pinRedis(context.Background(), rdb, "192.0.2.7:6379"); err == nil || !strings.Contains(err.Error(), "not on loopback") {
-		t.Fatalf("pinRedis of a remote address: %v, want a refusal", err)
+	for tid, c := range threadCPUs(t, os.Getpid()) {
+		if w, ok := was[tid]; ok && !slices.Equal(c, w) { // the runtime may start threads meanwhile
+			t.Errorf("a refused pin moved bench thread %d to CPUs %v, was %v", tid, c, w)
+		}
+	}
+}
+
+// cpuList reads a mask with gaps as it is.
+func TestCPUList(t *testing.T) {
+	var s unix.CPUSet
+	for _, c := range []int{0, 2, 5} {
+		s.Set(c)
+	}
+	if got := cpuList(&s); !slices.Equal(got, []int{0, 2, 5}) {
+		t.Fatalf("cpuList = %v, want [0 2 5]", got)
 	}
 }

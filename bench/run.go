@@ -22,6 +22,7 @@ type Options struct {
 	Only      []string  // sections to run (default all)
 	Exe       string    // the crawler binary (worker processes run it)
 	RedisAddr string    // a redis-server of the run's own: it is flushed (its data, scripts and functions), MONITORed and its stats reset
+	RedisPID  int       // that redis-server's process ID when the run started it: the crawl section pins it to a CPU of its own for a few crawls (0: not pinned, nor measured so)
 	UserAgent string    // for the crawls (default "politebot/0.1")
 	Command   string    // how the run was started, for the report
 	Log       io.Writer // a line per step as the run goes, "bench: …" (default: discarded)

@@ -227,28 +227,44 @@ const fragileProcs, fragileWorkers = 4, 3
 
 // ownCore crawls once more in each mode, 1 process, with Redis on a CPU
 // of its own and the crawler processes and test sites on the others
-// (pinRedis): Redis's cost per page when nothing else runs on its CPU, as
-// where it has a machine of its own, rather than on this machine's
-// shared CPUs. Not a goal's condition to be able to: a Redis elsewhere, a
-// machine of one CPU, or a crawl that fails leaves the rows out, and the
-// report says why.
+// (pinRedis): Redis's cost per page when nothing the bench starts runs on
+// its CPU, as where it has a machine of its own, rather than on this
+// machine's shared CPUs. The crawls go in rounds (each mode's first, then
+// each's second, ...), and each mode's row is its crawl of median Redis
+// CPU, the figure these rows are for. Not a goal's condition to be able
+// to: a Redis the bench did not start, a machine of one CPU, or a crawl
+// that fails leaves the rows out, and the report says why.
 func (run *runner) ownCore(ctx context.Context) {
 	r, s := run.r, run.r.CrawlSpec
 	run.logf("crawl: Redis on a CPU of its own, the crawl on the others: polite %v, 1 process, %d round(s)", crawlModes, run.n.ownRuns)
-	undo, err := pinRedis(ctx, run.rdb, s.RedisAddr)
-	if err != nil {
-		r.OwnCoreNot = err.Error()
-		run.logf("crawl: Redis on a CPU of its own is not measured: %v", err)
-		return
-	}
-	r.OwnCore, err = utilisation([]int{1}, run.n.ownRuns, nil, func(procs int, mode string) (CrawlRow, error) {
-		return s.polite(ctx, fmt.Sprintf("polite %s, 1 process, Redis on a CPU of its own", mode), mode, procs, s.workers())
-	})
-	if uerr := undo(); uerr != nil {
-		run.logf("crawl: putting Redis and the bench back on every CPU: %v", uerr)
-	}
-	if err != nil {
+	if err := run.ownCoreCrawls(ctx, s); err != nil {
 		r.OwnCore, r.OwnCoreNot = nil, err.Error()
 		run.logf("crawl: Redis on a CPU of its own is not measured: %v", err)
 	}
+}
+
+func (run *runner) ownCoreCrawls(ctx context.Context, s CrawlSpec) (err error) {
+	undo, err := pinRedis(run.o.RedisPID)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if uerr := undo(); uerr != nil {
+			run.logf("crawl: putting Redis and the bench back on their CPUs: %v", uerr)
+		}
+	}()
+	all := make([][]CrawlRow, len(crawlModes))
+	for range max(run.n.ownRuns, 1) {
+		for i, mode := range crawlModes {
+			row, err := s.polite(ctx, fmt.Sprintf("polite %s, 1 process, Redis on a CPU of its own", mode), mode, 1, s.workers())
+			if err != nil {
+				return err
+			}
+			all[i] = append(all[i], row)
+		}
+	}
+	for _, rows := range all {
+		run.r.OwnCore = append(run.r.OwnCore, medianBy(rows, func(r CrawlRow) float64 { return float64(r.RedisCPU) }))
+	}
+	return nil
 }

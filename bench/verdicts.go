@@ -93,6 +93,7 @@ func (r *Report) crawlVerdicts() []verdict {
 	for _, x := range r.OwnCore {
 		cpu := goals.crawlCPU
 		got := fmt.Sprintf("%s (median of %d, %s–%s)%s", us(x.RedisCPU), x.Runs, us(x.CPUMin), us(x.CPUMax), hostNote(x.HostSteal, "its median crawl", stealUnknown, ""))
+		// (OwnCore's rows are their crawls of median Redis CPU: ownCore.)
 		v = append(v, verdict{"crawl cost, " + x.Name, cpu.bound() + " Redis CPU per page", got, cpu.met(float64(x.RedisCPU))},
 			verdict{"crawl cap, " + x.Name, goals.overCap.String(), fmt.Sprintf("most %d (cap %d), %d over", x.MaxAtOnce, x.Cap, x.OverCap), x.keptCap()})
 	}

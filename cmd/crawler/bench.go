@@ -37,7 +37,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "small counts, under a minute: a smoke run (CI); figures are not worth quoting")
 	out := fs.String("out", ".", "directory for BENCHMARKS.md and its SVG charts")
-	redisAddr := fs.String("redis", "", "host:port (or redis://host:port) of a redis-server of the bench's own (it is FLUSHALLed, its scripts and functions flushed, MONITORed for a while and, on this machine, pinned to one CPU for a few crawls); default: start a private one")
+	redisAddr := fs.String("redis", "", "host:port (or redis://host:port) of a redis-server of the bench's own (it is FLUSHALLed, its scripts and functions flushed, and MONITORed for a while); default: start a private one, which a few crawls pin to a CPU of its own")
 	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(bench.Sections, ",")+" (default all)")
 	fs.Usage = func() { printUsage(fs, benchUsage) }
 	if err := parseFlags(fs, args); err != nil {
@@ -54,12 +54,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	addr, stop, err := benchRedis(*redisAddr)
+	addr, redisPID, stop, err := benchRedis(*redisAddr)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	r, err := bench.Run(ctx, bench.Options{Quick: *quick, Only: sections, Exe: exe, RedisAddr: addr, UserAgent: config.Default().UserAgent,
+	r, err := bench.Run(ctx, bench.Options{Quick: *quick, Only: sections, Exe: exe, RedisAddr: addr, RedisPID: redisPID, UserAgent: config.Default().UserAgent,
 		Command: strings.TrimSpace("crawler bench " + strings.Join(args, " ")), Log: stderr})
 	if err == nil {
 		err = r.Write(*out)
@@ -77,15 +77,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // benchRedis is the bench's redis-server: addr when given, else a private
 // one that stop ends.
-func benchRedis(addr string) (_ string, stop func(), err error) {
+// pid is the private one's process ID (0 for addr: not the bench's to pin
+// to a CPU).
+func benchRedis(addr string) (_ string, pid int, stop func(), err error) {
 	if addr != "" {
-		return addr, func() {}, nil
+		return addr, 0, func() {}, nil
 	}
 	srv, err := redistest.Start()
 	if err != nil {
-		return "", nil, fmt.Errorf("bench runs its own redis-server: %w", err)
+		return "", 0, nil, fmt.Errorf("bench runs its own redis-server: %w", err)
 	}
-	return srv.Addr, func() { srv.Close() }, nil
+	return srv.Addr, srv.PID(), func() { srv.Close() }, nil
 }
 
 // scratchRedis is the address of a --redis flag naming a Redis that a

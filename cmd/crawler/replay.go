@@ -106,7 +106,7 @@ func runRedisReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		defer srv.close()
 	case addr == "":
-		if addr, stop, err = benchRedis(""); err != nil {
+		if addr, _, stop, err = benchRedis(""); err != nil {
 			return err
 		}
 	}

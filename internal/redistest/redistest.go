@@ -276,6 +276,9 @@ func (s *Server) Close() {
 	})
 }
 
+// PID is the redis-server's process ID (it changes with Restart).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Pause stops the server process (SIGSTOP) until Resume: it keeps its
 // connections and data but answers nothing, like a host that froze.
 func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
