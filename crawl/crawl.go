@@ -108,6 +108,9 @@ type Crawler struct {
 	// end ends Run with err, which wraps frontier.ErrCrawlGone (set by
 	// Run).
 	end func(err error)
+	// goneLooked is when (Unix ms) an idle worker last asked whether the
+	// crawl was deleted (deletedWhileIdle).
+	goneLooked atomic.Int64
 
 	maps sitemaps
 

@@ -3,6 +3,7 @@ package crawl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -74,6 +75,8 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 		case errors.Is(err, frontier.ErrDone) && !c.o.Forever && !reading:
 			c.doneOnce.Do(func() { close(c.done) })
 			return nil
+		case errors.Is(err, frontier.ErrDone) && c.deletedWhileIdle(ctx):
+			continue // c.end: ctx ends, the loop returns
 		case errors.Is(err, frontier.ErrDone), errors.As(err, &empty):
 			wait := time.Second
 			switch {
@@ -114,6 +117,45 @@ func (c *Crawler) work(ctx, fetching context.Context, n int) error {
 		taken = c.turn(ctx, w, it, spare)
 	}
 }
+
+// deletedWhileIdle tells a worker that found the crawl done with Forever
+// on (it waits for URLs the fleet may queue) whether crawler delete
+// deleted the crawl meanwhile, asking Redis at most once per goneLook for
+// the process (frontier.Frontier.WhyGone): an idle process sends nothing
+// that would tell it so (its probes read and write nothing of the crawl's
+// record). When it was deleted, with URLs left or once done, it ends Run
+// with an error wrapping frontier.ErrCrawlGone (c.end) and returns true:
+// a crawl made anew under the name is another crawl, with another seen
+// key. Keys Redis lost (no tombstone), or a crawl that expired, are let
+// be, as before: a process waiting for URLs may wait on a crawl of no keys.
+func (c *Crawler) deletedWhileIdle(ctx context.Context) bool {
+	if !c.o.Forever {
+		return false
+	}
+	now, last := time.Now().UnixMilli(), c.goneLooked.Load()
+	if now-last < goneLook.Milliseconds() || !c.goneLooked.CompareAndSwap(last, now) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
+	defer cancel()
+	why, err := c.fr.WhyGone(ctx)
+	switch why {
+	case frontier.GoneDeleted:
+	case frontier.GoneFinished:
+		o := c.fr.Options()
+		err = fmt.Errorf("%w: crawl %s under prefix %s was deleted (crawler delete) while this process waited for more URLs (--forever)",
+			frontier.ErrCrawlGone, o.Crawl, o.Prefix)
+	default:
+		return false
+	}
+	c.end(err)
+	return true
+}
+
+// goneLook is how often, at most, a process whose workers wait on a done
+// crawl with Forever on asks whether it was deleted (deletedWhileIdle). A
+// variable for its test.
+var goneLook = 10 * time.Second
 
 // idlePoll is the longest an idle worker waits before it asks the frontier
 // again, unless the frontier said when something may be ready: a slot that
