@@ -3,7 +3,6 @@ package crawl
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -142,9 +141,7 @@ func (c *Crawler) deletedWhileIdle(ctx context.Context) bool {
 	switch why {
 	case frontier.GoneDeleted:
 	case frontier.GoneFinished:
-		o := c.fr.Options()
-		err = fmt.Errorf("%w: crawl %s under prefix %s was deleted (crawler delete) while this process waited for more URLs (--forever)",
-			frontier.ErrCrawlGone, o.Crawl, o.Prefix)
+		err = c.fr.GoneError("deleted (crawler delete) while this process waited for more URLs (--forever)")
 	default:
 		return false
 	}

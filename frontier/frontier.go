@@ -394,22 +394,6 @@ func New(rdb redis.Cmdable, opts *Options) *Frontier {
 // that all its methods return.
 func (f *Frontier) Err() error { return f.err }
 
-// Exists reports whether the crawl's meta key is in Redis: false once the
-// crawl has been deleted or has expired, or Redis lost the meta (a running
-// process puts a lost one back within a refresh interval). A process that
-// finds its crawl done can tell by it whether the crawl ended or its keys
-// went from under it.
-func (f *Frontier) Exists(ctx context.Context) (bool, error) {
-	if f.err != nil {
-		return false, f.err
-	}
-	n, err := f.rdb.Exists(ctx, f.meta).Result()
-	if err != nil {
-		return false, fmt.Errorf("frontier: crawl %s: %w", f.o.Crawl, err)
-	}
-	return n == 1, nil
-}
-
 // Why a crawl's meta went (WhyGone).
 const (
 	GoneNot      = ""         // the meta is there, or Redis could not be asked
@@ -438,8 +422,16 @@ func (f *Frontier) WhyGone(ctx context.Context) (string, error) {
 	case tomb.Val() == tombDone:
 		return GoneFinished, nil
 	}
-	return GoneDeleted, fmt.Errorf("%w: crawl %s under prefix %s was deleted (crawler delete) while this process worked on it, with URLs queued or in flight, which went with it; a process started now works on the crawl as it is now",
-		ErrCrawlGone, f.o.Crawl, f.o.Prefix)
+	return GoneDeleted, f.GoneError("deleted (crawler delete) while this process worked on it, with URLs queued or in flight, which went with it")
+}
+
+// GoneError is the error, wrapping ErrCrawlGone, that says the crawl was
+// how (what happened to it, and while this process did what), and what a
+// process started now does: the one text of every way a process learns
+// that its crawl went (keepMeta, WhyGone, and the crawl's own look while
+// idle).
+func (f *Frontier) GoneError(how string) error {
+	return fmt.Errorf("%w: crawl %s under prefix %s was %s; a process started now works on the crawl as it is now", ErrCrawlGone, f.o.Crawl, f.o.Prefix, how)
 }
 
 // Options are the frontier's settings, defaults filled in. Shards is what

@@ -120,8 +120,8 @@ func TestMetaLostIsPutBackByRunningProcess(t *testing.T) {
 	}
 	before := f.rdb.HGetAll(ctx, f.meta).Val()
 	f.rdb.Del(ctx, f.meta)
-	if ok, err := f.Exists(ctx); ok || err != nil {
-		t.Fatalf("Exists with the meta gone: %v, %v", ok, err)
+	if why, err := f.WhyGone(ctx); why != GoneLost || err != nil {
+		t.Fatalf("WhyGone with the meta gone: %q, %v; want lost", why, err)
 	}
 	f.keptAt.Store(0) // its next round trip refreshes the crawl's keys
 	if n, err := f.Add(ctx, 0, "http://a.example/2"); err != nil || n != 1 {
@@ -136,8 +136,8 @@ func TestMetaLostIsPutBackByRunningProcess(t *testing.T) {
 	if ttl := f.rdb.PTTL(ctx, f.meta).Val(); ttl <= 0 {
 		t.Errorf("meta put back with TTL %v", ttl)
 	}
-	if ok, err := f.Exists(ctx); !ok || err != nil {
-		t.Fatalf("Exists with the meta back: %v, %v", ok, err)
+	if why, err := f.WhyGone(ctx); why != GoneNot || err != nil {
+		t.Fatalf("WhyGone with the meta back: %q, %v; want it there", why, err)
 	}
 	if n, err := join(f, Options{Shards: 4}).Add(ctx, 0, u); err != nil || n != 0 {
 		t.Fatalf("a process joining after: %d admitted, %v; want the URL seen", n, err)

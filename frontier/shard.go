@@ -402,8 +402,7 @@ func (f *Frontier) keepMeta(ctx context.Context, lay *layout) error {
 	default:
 		return nil
 	}
-	err = fmt.Errorf("%w: crawl %s under prefix %s was %s while this process worked on it; a process started now works on the crawl as it is now",
-		ErrCrawlGone, f.o.Crawl, f.o.Prefix, why)
+	err = f.GoneError(why + " while this process worked on it")
 	if f.gone.CompareAndSwap(nil, &err) {
 		f.leftovers.Store(true) // pipelined expires them once no call is on its way
 	}
