@@ -46,12 +46,7 @@ type BusyRow struct {
 }
 
 // PagesSec is what one Redis core serves at the row's cost per page.
-func (b BusyRow) PagesSec() float64 {
-	if b.CPU <= 0 {
-		return 0
-	}
-	return float64(time.Second) / float64(b.CPU)
-}
+func (b BusyRow) PagesSec() float64 { return coreRate(b.CPU) }
 
 // busyDepth is the replay's commands a round trip: some pages' (BusyRow's
 // Commands ÷ its crawl's Pages says how many a page), as when a busy Redis finds a

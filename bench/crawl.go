@@ -88,6 +88,21 @@ var crawlModes = []string{"locked", "atomic"}
 // at the start of each round; a slow stretch then costs a row at most one
 // of its crawls, which its median leaves out, instead of all of them.
 func utilisation(procsList []int, runs int, before func() error, crawl func(procs int, mode string) (CrawlRow, error)) ([]CrawlRow, error) {
+	all, err := inRounds(procsList, runs, before, crawl)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]CrawlRow, 0, len(all))
+	for _, crawls := range all {
+		rows = append(rows, medianOf(crawls))
+	}
+	return rows, nil
+}
+
+// inRounds makes runs crawls of each row (procsList processes in each of
+// crawlModes, in that order), in rounds as utilisation says, and returns
+// each row's crawls.
+func inRounds(procsList []int, runs int, before func() error, crawl func(procs int, mode string) (CrawlRow, error)) ([][]CrawlRow, error) {
 	all := make([][]CrawlRow, len(procsList)*len(crawlModes))
 	for range max(runs, 1) {
 		if before != nil {
@@ -106,11 +121,7 @@ func utilisation(procsList []int, runs int, before func() error, crawl func(proc
 			}
 		}
 	}
-	rows := make([]CrawlRow, 0, len(all))
-	for _, crawls := range all {
-		rows = append(rows, medianOf(crawls))
-	}
-	return rows, nil
+	return all, nil
 }
 
 // relateToColly sets every row's VsColly from the one-process colly-alone
@@ -140,6 +151,15 @@ type perCore struct {
 	PagesSec float64       // pages/s one Redis core would serve
 }
 
+// coreRate is the pages/s one Redis core serves at cpu a page (0 for no
+// cost measured).
+func coreRate(cpu time.Duration) float64 {
+	if cpu <= 0 {
+		return 0
+	}
+	return float64(time.Second) / float64(cpu)
+}
+
 // perCoreByMode computes perCore for each of crawlModes that has rows
 // with pages and CPU measured.
 func perCoreByMode(rows []CrawlRow) []perCore {
@@ -155,7 +175,7 @@ func perCoreByMode(rows []CrawlRow) []perCore {
 		}
 		if pages > 0 && cpu > 0 {
 			per := cpu / time.Duration(pages)
-			out = append(out, perCore{Mode: mode, CPU: per, PagesSec: float64(time.Second) / float64(per)})
+			out = append(out, perCore{Mode: mode, CPU: per, PagesSec: coreRate(per)})
 		}
 	}
 	return out

@@ -62,7 +62,7 @@ func (r *Report) ownCoreSection(p func(string, ...any)) {
 	p("")
 	var parts []string
 	for _, x := range r.OwnCore {
-		parts = append(parts, fmt.Sprintf("%s mode **%s** a page (%s–%s over its crawls): one Redis core serves **%.0f pages/s**", x.Mode, us(x.RedisCPU), us(x.CPUMin), us(x.CPUMax), float64(time.Second)/float64(max(x.RedisCPU, 1))))
+		parts = append(parts, fmt.Sprintf("%s mode **%s** a page (%s–%s over its crawls): one Redis core serves **%.0f pages/s**", x.Mode, us(x.RedisCPU), us(x.CPUMin), us(x.CPUMax), coreRate(x.RedisCPU)))
 	}
 	p("Redis CPU per page with a CPU of its own: %s (×M masters on a Cluster, as long as sites spread over them). Goal: %s, as for the rows above.", strings.Join(parts, "; "), goals.crawlCPU.short())
 	p("")

@@ -243,7 +243,7 @@ func (run *runner) ownCore(ctx context.Context) {
 	}
 }
 
-func (run *runner) ownCoreCrawls(ctx context.Context, s CrawlSpec) (err error) {
+func (run *runner) ownCoreCrawls(ctx context.Context, s CrawlSpec) error {
 	undo, err := pinRedis(run.o.RedisPID)
 	if err != nil {
 		return err
@@ -253,15 +253,11 @@ func (run *runner) ownCoreCrawls(ctx context.Context, s CrawlSpec) (err error) {
 			run.logf("crawl: putting Redis and the bench back on their CPUs: %v", uerr)
 		}
 	}()
-	all := make([][]CrawlRow, len(crawlModes))
-	for range max(run.n.ownRuns, 1) {
-		for i, mode := range crawlModes {
-			row, err := s.polite(ctx, fmt.Sprintf("polite %s, 1 process, Redis on a CPU of its own", mode), mode, 1, s.workers())
-			if err != nil {
-				return err
-			}
-			all[i] = append(all[i], row)
-		}
+	all, err := inRounds([]int{1}, run.n.ownRuns, nil, func(procs int, mode string) (CrawlRow, error) {
+		return s.polite(ctx, fmt.Sprintf("polite %s, 1 process, Redis on a CPU of its own", mode), mode, procs, s.workers())
+	})
+	if err != nil {
+		return err
 	}
 	for _, rows := range all {
 		run.r.OwnCore = append(run.r.OwnCore, medianBy(rows, func(r CrawlRow) float64 { return float64(r.RedisCPU) }))

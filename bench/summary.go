@@ -50,7 +50,7 @@ func (r *Report) crawlSummary(w io.Writer) {
 	}
 	for _, x := range r.OwnCore {
 		fmt.Fprintf(w, "  redis own   %-28s %s Redis CPU per page (%s–%s) with Redis on a CPU of its own: one Redis core serves %.0f pages/s\n",
-			"polite "+x.Mode, x.RedisCPU.Round(time.Microsecond), x.CPUMin.Round(time.Microsecond), x.CPUMax.Round(time.Microsecond), float64(time.Second)/float64(max(x.RedisCPU, 1)))
+			"polite "+x.Mode, x.RedisCPU.Round(time.Microsecond), x.CPUMin.Round(time.Microsecond), x.CPUMax.Round(time.Microsecond), coreRate(x.RedisCPU))
 	}
 	if r.OwnCoreNot != "" {
 		fmt.Fprintf(w, "  redis own   not measured: %s\n", r.OwnCoreNot)
